@@ -1,0 +1,177 @@
+//! `GraphBuilder`: the only way to add nodes, one method per op.
+//!
+//! Every method runs the op's inference, so a value without a type cannot exist. Methods return
+//! [`InferError`] when the operands do not fit; frontends wrap it with their own location.
+
+use smallvec::SmallVec;
+
+use crate::infer::{InferError, infer};
+use crate::{
+    BinaryOp, CompareDirection, ConvDims, DType, DotDims, GatherDims, Graph, Literal, Loc, Op, ReduceKind, ScatterDims,
+    Shape, TensorType, UnaryOp, ValueId, Window,
+};
+
+/// Builds a [`Graph`] node by node.
+#[derive(Debug, Default)]
+pub struct GraphBuilder {
+    graph: Graph,
+    loc: Loc,
+}
+
+type Built = Result<ValueId, InferError>;
+
+impl GraphBuilder {
+    /// A builder for an empty graph.
+    pub fn new() -> GraphBuilder {
+        GraphBuilder::default()
+    }
+
+    /// A builder that appends to `graph`.
+    pub fn from_graph(graph: Graph) -> GraphBuilder {
+        GraphBuilder { graph, loc: Loc::default() }
+    }
+
+    /// Sets the location given to every node built from now on.
+    pub fn set_loc(&mut self, loc: Loc) {
+        self.loc = loc;
+    }
+
+    /// The graph so far.
+    pub fn graph(&self) -> &Graph {
+        &self.graph
+    }
+
+    /// The graph so far, for declaring symbols.
+    pub fn graph_mut(&mut self) -> &mut Graph {
+        &mut self.graph
+    }
+
+    /// The type of `value`.
+    pub fn ty(&self, value: ValueId) -> &TensorType {
+        self.graph.ty(value)
+    }
+
+    /// Appends a graph input.
+    pub fn input(&mut self, ty: TensorType, name: Option<String>) -> ValueId {
+        self.graph.add_input(ty, name)
+    }
+
+    /// Sets the outputs and returns the graph.
+    pub fn finish(mut self, outputs: &[ValueId]) -> Graph {
+        self.graph.outputs = outputs.into();
+        self.graph
+    }
+
+    /// Appends `op` on `operands`, inferring its single result type.
+    pub fn op(&mut self, op: Op, operands: &[ValueId]) -> Built {
+        if let Some(unknown) = operands.iter().find(|value| value.index_usize() >= self.graph.value_count()) {
+            return Err(InferError { op: op.mnemonic(), message: format!("operand {unknown} is not in this graph") });
+        }
+        let result_types = {
+            let types: SmallVec<[&TensorType; 4]> = operands.iter().map(|&value| self.graph.ty(value)).collect();
+            infer(&op, &types)?
+        };
+        let node = self.graph.push_node(op, operands, result_types.into_vec(), self.loc.clone());
+        Ok(self.graph.node(node).results[0])
+    }
+
+    /// A constant tensor.
+    pub fn constant(&mut self, literal: Literal) -> ValueId {
+        self.op(Op::Constant(literal), &[]).expect("a constant always has a type")
+    }
+
+    /// `iota` counting along `dimension`.
+    pub fn iota(&mut self, ty: TensorType, dimension: i64) -> Built {
+        self.op(Op::Iota { dimension, dtype: ty.dtype, shape: ty.shape }, &[])
+    }
+
+    /// An elementwise unary op.
+    pub fn unary(&mut self, op: UnaryOp, operand: ValueId) -> Built {
+        self.op(Op::Unary(op), &[operand])
+    }
+
+    /// An elementwise binary op on operands of one type.
+    pub fn binary(&mut self, op: BinaryOp, lhs: ValueId, rhs: ValueId) -> Built {
+        self.op(Op::Binary(op), &[lhs, rhs])
+    }
+
+    /// An elementwise comparison.
+    pub fn compare(&mut self, direction: CompareDirection, lhs: ValueId, rhs: ValueId) -> Built {
+        self.op(Op::Compare(direction), &[lhs, rhs])
+    }
+
+    /// `select(pred, on_true, on_false)`.
+    pub fn select(&mut self, pred: ValueId, on_true: ValueId, on_false: ValueId) -> Built {
+        self.op(Op::Select, &[pred, on_true, on_false])
+    }
+
+    /// `clamp(min, operand, max)`.
+    pub fn clamp(&mut self, min: ValueId, operand: ValueId, max: ValueId) -> Built {
+        self.op(Op::Clamp, &[min, operand, max])
+    }
+
+    /// Elementwise conversion.
+    pub fn convert(&mut self, operand: ValueId, dtype: DType) -> Built {
+        self.op(Op::Convert(dtype), &[operand])
+    }
+
+    /// Row-major reshape.
+    pub fn reshape(&mut self, operand: ValueId, shape: Shape) -> Built {
+        self.op(Op::Reshape(shape), &[operand])
+    }
+
+    /// Dim permutation.
+    pub fn transpose(&mut self, operand: ValueId, permutation: &[i64]) -> Built {
+        self.op(Op::Transpose(permutation.into()), &[operand])
+    }
+
+    /// Broadcast with an explicit dim map.
+    pub fn broadcast_in_dim(&mut self, operand: ValueId, dims: &[i64], shape: Shape) -> Built {
+        self.op(Op::BroadcastInDim { dims: dims.into(), shape }, &[operand])
+    }
+
+    /// Strided slice.
+    pub fn slice(&mut self, operand: ValueId, start: &[i64], limit: &[i64], strides: &[i64]) -> Built {
+        self.op(Op::Slice { start: start.into(), limit: limit.into(), strides: strides.into() }, &[operand])
+    }
+
+    /// Concatenation along `dimension`.
+    pub fn concatenate(&mut self, operands: &[ValueId], dimension: i64) -> Built {
+        self.op(Op::Concatenate(dimension), operands)
+    }
+
+    /// Edge and interior padding with the scalar `value`.
+    pub fn pad(&mut self, operand: ValueId, value: ValueId, low: &[i64], high: &[i64], interior: &[i64]) -> Built {
+        self.op(Op::Pad { low: low.into(), high: high.into(), interior: interior.into() }, &[operand, value])
+    }
+
+    /// Generalised matrix product.
+    pub fn dot_general(&mut self, lhs: ValueId, rhs: ValueId, dims: DotDims) -> Built {
+        self.op(Op::DotGeneral(dims), &[lhs, rhs])
+    }
+
+    /// Reduction over `dimensions`.
+    pub fn reduce(&mut self, operand: ValueId, kind: ReduceKind, dimensions: &[i64]) -> Built {
+        self.op(Op::Reduce { kind, dimensions: dimensions.into() }, &[operand])
+    }
+
+    /// Sliding-window reduction.
+    pub fn reduce_window(&mut self, operand: ValueId, kind: ReduceKind, window: Window) -> Built {
+        self.op(Op::ReduceWindow { kind, window }, &[operand])
+    }
+
+    /// Convolution.
+    pub fn convolution(&mut self, input: ValueId, kernel: ValueId, dims: ConvDims) -> Built {
+        self.op(Op::Convolution(dims), &[input, kernel])
+    }
+
+    /// Gather.
+    pub fn gather(&mut self, operand: ValueId, indices: ValueId, dims: GatherDims) -> Built {
+        self.op(Op::Gather(dims), &[operand, indices])
+    }
+
+    /// Scatter.
+    pub fn scatter(&mut self, operand: ValueId, indices: ValueId, updates: ValueId, dims: ScatterDims) -> Built {
+        self.op(Op::Scatter(dims), &[operand, indices, updates])
+    }
+}

@@ -1,0 +1,64 @@
+//! Inference for elementwise ops: operands share one shape (broadcasts are explicit).
+
+use super::{InferResult, fail};
+use crate::{BinaryOp, DType, Op, TensorType, UnaryOp};
+
+pub(super) fn unary(op: &Op, unary: UnaryOp, operand: &TensorType) -> InferResult {
+    if unary.needs_float() && !operand.dtype.is_float() {
+        return fail(op, format!("needs a floating-point operand, found {operand}"));
+    }
+    if unary == UnaryOp::Not && operand.dtype.is_float() {
+        return fail(op, format!("needs an integer or bool operand, found {operand}"));
+    }
+    if unary == UnaryOp::IsFinite {
+        return Ok(operand.with_dtype(DType::Bool));
+    }
+    Ok(operand.clone())
+}
+
+pub(super) fn binary(op: &Op, binary: BinaryOp, lhs: &TensorType, rhs: &TensorType) -> InferResult {
+    if lhs != rhs {
+        return fail(op, format!("operand types differ: {lhs} vs {rhs}"));
+    }
+    let dtype = lhs.dtype;
+    let ok = match binary {
+        BinaryOp::And | BinaryOp::Or | BinaryOp::Xor => !dtype.is_float(),
+        BinaryOp::ShiftLeft | BinaryOp::ShiftRightArithmetic | BinaryOp::ShiftRightLogical => dtype.is_integer(),
+        BinaryOp::Atan2 => dtype.is_float(),
+        BinaryOp::Power | BinaryOp::Remainder | BinaryOp::Divide | BinaryOp::Subtract => !dtype.is_bool(),
+        BinaryOp::Add | BinaryOp::Multiply | BinaryOp::Maximum | BinaryOp::Minimum => true,
+    };
+    if !ok {
+        return fail(op, format!("not defined for {dtype}"));
+    }
+    Ok(lhs.clone())
+}
+
+pub(super) fn compare(op: &Op, lhs: &TensorType, rhs: &TensorType) -> InferResult {
+    if lhs != rhs {
+        return fail(op, format!("operand types differ: {lhs} vs {rhs}"));
+    }
+    Ok(lhs.with_dtype(DType::Bool))
+}
+
+pub(super) fn select(op: &Op, pred: &TensorType, on_true: &TensorType, on_false: &TensorType) -> InferResult {
+    if pred.dtype != DType::Bool {
+        return fail(op, format!("predicate must be bool, found {pred}"));
+    }
+    if on_true != on_false {
+        return fail(op, format!("branch types differ: {on_true} vs {on_false}"));
+    }
+    if pred.rank() != 0 && pred.shape != on_true.shape {
+        return fail(op, format!("predicate shape {} does not match {}", pred.shape, on_true.shape));
+    }
+    Ok(on_true.clone())
+}
+
+pub(super) fn clamp(op: &Op, min: &TensorType, operand: &TensorType, max: &TensorType) -> InferResult {
+    for bound in [min, max] {
+        if bound.dtype != operand.dtype || (bound.rank() != 0 && bound.shape != operand.shape) {
+            return fail(op, format!("bound {bound} does not fit operand {operand}"));
+        }
+    }
+    Ok(operand.clone())
+}

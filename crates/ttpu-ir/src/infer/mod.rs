@@ -1,0 +1,109 @@
+//! Result-type inference, one module per op family.
+//!
+//! [`infer`] is the single source of truth for what an op produces: the builder calls it to type
+//! new values and the verifier calls it again to check stored types.
+
+mod conv;
+mod elementwise;
+mod gather;
+mod layout;
+mod reduce;
+
+use smallvec::SmallVec;
+
+use crate::{Dim, Op, TensorType};
+
+/// An op was applied to operands it does not accept.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{op}`: {message}")]
+pub struct InferError {
+    /// The op mnemonic.
+    pub op: &'static str,
+    /// What is wrong with the operands or attributes.
+    pub message: String,
+}
+
+pub(crate) type InferResult<T = TensorType> = Result<T, InferError>;
+
+pub(crate) fn fail<T>(op: &Op, message: impl Into<String>) -> InferResult<T> {
+    Err(InferError { op: op.mnemonic(), message: message.into() })
+}
+
+/// The result types of `op` applied to operands of `operand_types`.
+pub fn infer(op: &Op, operand_types: &[&TensorType]) -> Result<SmallVec<[TensorType; 1]>, InferError> {
+    let expected_arity = match op {
+        Op::Constant(_) | Op::Iota { .. } => Some(0),
+        Op::Unary(_) | Op::Convert(_) | Op::Reshape(_) | Op::Transpose(_) | Op::BroadcastInDim { .. } => Some(1),
+        Op::Slice { .. } | Op::Reduce { .. } | Op::ReduceWindow { .. } => Some(1),
+        Op::Binary(_) | Op::Compare(_) | Op::Pad { .. } | Op::DotGeneral(_) => Some(2),
+        Op::Convolution(_) | Op::Gather(_) => Some(2),
+        Op::Select | Op::Clamp | Op::Scatter(_) => Some(3),
+        Op::Concatenate(_) => None,
+    };
+    if let Some(arity) = expected_arity
+        && operand_types.len() != arity
+    {
+        return fail(op, format!("expected {arity} operands, found {}", operand_types.len()));
+    }
+    let ty = match op {
+        Op::Constant(literal) => literal.ty(),
+        Op::Iota { dimension, dtype, shape } => {
+            check_dim(op, *dimension, shape.rank())?;
+            TensorType::new(*dtype, shape.clone())
+        }
+        Op::Unary(unary) => elementwise::unary(op, *unary, operand_types[0])?,
+        Op::Binary(binary) => elementwise::binary(op, *binary, operand_types[0], operand_types[1])?,
+        Op::Compare(_) => elementwise::compare(op, operand_types[0], operand_types[1])?,
+        Op::Select => elementwise::select(op, operand_types[0], operand_types[1], operand_types[2])?,
+        Op::Clamp => elementwise::clamp(op, operand_types[0], operand_types[1], operand_types[2])?,
+        Op::Convert(dtype) => operand_types[0].with_dtype(*dtype),
+        Op::Reshape(shape) => layout::reshape(op, operand_types[0], shape)?,
+        Op::Transpose(permutation) => layout::transpose(op, operand_types[0], permutation)?,
+        Op::BroadcastInDim { dims, shape } => layout::broadcast_in_dim(op, operand_types[0], dims, shape)?,
+        Op::Slice { start, limit, strides } => layout::slice(op, operand_types[0], start, limit, strides)?,
+        Op::Concatenate(dimension) => layout::concatenate(op, operand_types, *dimension)?,
+        Op::Pad { low, high, interior } => layout::pad(op, operand_types[0], operand_types[1], low, high, interior)?,
+        Op::DotGeneral(dims) => reduce::dot_general(op, operand_types[0], operand_types[1], dims)?,
+        Op::Reduce { kind, dimensions } => reduce::reduce(op, *kind, operand_types[0], dimensions)?,
+        Op::ReduceWindow { kind, window } => reduce::reduce_window(op, *kind, operand_types[0], window)?,
+        Op::Convolution(dims) => conv::convolution(op, operand_types[0], operand_types[1], dims)?,
+        Op::Gather(dims) => gather::gather(op, operand_types[0], operand_types[1], dims)?,
+        Op::Scatter(dims) => gather::scatter(op, operand_types[0], operand_types[1], operand_types[2], dims)?,
+    };
+    Ok(smallvec::smallvec![ty])
+}
+
+/// Checks `dim` is a valid (already normalised, non-negative) dim of a rank-`rank` tensor.
+pub(crate) fn check_dim(op: &Op, dim: i64, rank: usize) -> InferResult<usize> {
+    match usize::try_from(dim) {
+        Ok(index) if index < rank => Ok(index),
+        _ => fail(op, format!("dim {dim} is out of range for rank {rank}")),
+    }
+}
+
+/// Checks `dims` are distinct valid dims of a rank-`rank` tensor.
+pub(crate) fn check_dims(op: &Op, dims: &[i64], rank: usize) -> InferResult<Vec<usize>> {
+    let mut seen = vec![false; rank];
+    let mut res = Vec::with_capacity(dims.len());
+    for &dim in dims {
+        let index = check_dim(op, dim, rank)?;
+        if std::mem::replace(&mut seen[index], true) {
+            return fail(op, format!("dim {dim} appears twice in {dims:?}"));
+        }
+        res.push(index);
+    }
+    Ok(res)
+}
+
+/// Whether two dims are provably equal.
+pub(crate) fn same_dim(lhs: &Dim, rhs: &Dim) -> bool {
+    lhs == rhs
+}
+
+/// A static dim or a failure naming what needed to be static.
+pub(crate) fn static_dim(op: &Op, dim: &Dim, what: &str) -> InferResult<i64> {
+    match dim {
+        Dim::Static(size) => Ok(*size),
+        Dim::Sym(name) => fail(op, format!("{what} must be static, found symbol `{name}`")),
+    }
+}

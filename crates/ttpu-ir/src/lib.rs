@@ -1,0 +1,43 @@
+//! The tensor graph IR of ttpu.
+//!
+//! A [`Graph`] is a function from typed inputs to outputs built from a closed set of tensor
+//! primitives ([`Op`]) at StableHLO granularity. The frontend decomposes ATen ops into these, the
+//! optimizer rewrites them and the StableHLO crate lowers them one to one.
+//!
+//! ```
+//! use ttpu_ir::{BinaryOp, DType, GraphBuilder, TensorType, verify};
+//! let mut builder = GraphBuilder::new();
+//! let x = builder.input(TensorType::from_static(DType::F32, &[2, 3]), Some("x".into()));
+//! let doubled = builder.binary(BinaryOp::Add, x, x).unwrap();
+//! let graph = builder.finish(&[doubled]);
+//! verify(&graph).unwrap();
+//! assert!(ttpu_ir::text::print(&graph).contains("%1: f32[2, 3] = add(%0, %0)"));
+//! ```
+//!
+//! This crate knows nothing about PyTorch, MLIR, egg or PJRT, and does no I/O.
+
+#![warn(missing_docs)]
+
+mod builder;
+mod dtype;
+mod graph;
+mod id;
+mod infer;
+mod literal;
+mod op;
+mod shape;
+pub mod text;
+mod verify;
+
+pub use builder::GraphBuilder;
+pub use dtype::{DType, UnknownDType};
+pub use graph::{Graph, Loc, Node, NodeId, ValueData, ValueDef, ValueId};
+pub use id::{EntityId, IdVec};
+pub use infer::{InferError, infer};
+pub use literal::{Literal, LiteralSizeError, Scalar};
+pub use op::{
+    BinaryOp, CompareDirection, ConvDims, DotDims, GatherDims, Op, ReduceKind, ScatterDims, ScatterKind, UnaryOp,
+    Window,
+};
+pub use shape::{Dim, Shape, SymbolRange, SymbolTable, TensorType};
+pub use verify::{VerifyErrors, verify};

@@ -1,0 +1,201 @@
+//! Constant tensor data held by `constant` nodes.
+//!
+//! Data is stored densely, little-endian, in the literal's own dtype, so lowering can hand the bytes
+//! to MLIR unchanged and no value is rounded twice.
+
+use std::fmt;
+use std::sync::Arc;
+
+use half::{bf16, f16};
+use smallvec::SmallVec;
+
+use crate::{DType, TensorType};
+
+/// A scalar in the widest representation of its kind.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub enum Scalar {
+    /// A floating-point value.
+    Float(f64),
+    /// An integer value.
+    Int(i64),
+    /// A boolean value.
+    Bool(bool),
+}
+
+impl Scalar {
+    /// The value as `f64` (integers may round above 2^53).
+    pub fn as_f64(self) -> f64 {
+        match self {
+            Scalar::Float(value) => value,
+            Scalar::Int(value) => value as f64,
+            Scalar::Bool(value) => f64::from(u8::from(value)),
+        }
+    }
+
+    /// The value as `i64`, truncating floats toward zero like a C cast.
+    pub fn as_i64(self) -> i64 {
+        match self {
+            Scalar::Float(value) => value as i64,
+            Scalar::Int(value) => value,
+            Scalar::Bool(value) => i64::from(value),
+        }
+    }
+
+    /// Encodes the value as one element of `dtype`, converting like `torch.tensor(v, dtype=...)`.
+    pub fn to_bytes(self, dtype: DType, out: &mut Vec<u8>) {
+        match dtype {
+            DType::F64 => out.extend_from_slice(&self.as_f64().to_le_bytes()),
+            DType::F32 => out.extend_from_slice(&(self.as_f64() as f32).to_le_bytes()),
+            DType::F16 => out.extend_from_slice(&f16::from_f64(self.as_f64()).to_le_bytes()),
+            DType::BF16 => out.extend_from_slice(&bf16::from_f64(self.as_f64()).to_le_bytes()),
+            DType::I64 => out.extend_from_slice(&self.as_i64().to_le_bytes()),
+            DType::I32 => out.extend_from_slice(&(self.as_i64() as i32).to_le_bytes()),
+            DType::I16 => out.extend_from_slice(&(self.as_i64() as i16).to_le_bytes()),
+            DType::I8 => out.extend_from_slice(&(self.as_i64() as i8).to_le_bytes()),
+            DType::U8 => out.extend_from_slice(&(self.as_i64() as u8).to_le_bytes()),
+            DType::Bool => out.push(u8::from(match self {
+                Scalar::Float(value) => value != 0.0,
+                Scalar::Int(value) => value != 0,
+                Scalar::Bool(value) => value,
+            })),
+        }
+    }
+
+    /// Decodes one element of `dtype` from the front of `bytes`.
+    pub fn from_bytes(dtype: DType, bytes: &[u8]) -> Scalar {
+        fn array<const N: usize>(bytes: &[u8]) -> [u8; N] {
+            bytes[..N].try_into().expect("caller passes at least one element")
+        }
+        match dtype {
+            DType::F64 => Scalar::Float(f64::from_le_bytes(array(bytes))),
+            DType::F32 => Scalar::Float(f64::from(f32::from_le_bytes(array(bytes)))),
+            DType::F16 => Scalar::Float(f16::from_le_bytes(array(bytes)).to_f64()),
+            DType::BF16 => Scalar::Float(bf16::from_le_bytes(array(bytes)).to_f64()),
+            DType::I64 => Scalar::Int(i64::from_le_bytes(array(bytes))),
+            DType::I32 => Scalar::Int(i64::from(i32::from_le_bytes(array(bytes)))),
+            DType::I16 => Scalar::Int(i64::from(i16::from_le_bytes(array(bytes)))),
+            DType::I8 => Scalar::Int(i64::from(i8::from_le_bytes(array(bytes)))),
+            DType::U8 => Scalar::Int(i64::from(bytes[0])),
+            DType::Bool => Scalar::Bool(bytes[0] != 0),
+        }
+    }
+}
+
+impl fmt::Display for Scalar {
+    /// Floats always print with a fraction or exponent so they re-parse as floats; non-finite
+    /// values print as `inf`, `-inf`, `nan`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Scalar::Float(value) if value.is_nan() => f.write_str("nan"),
+            Scalar::Float(value) if value.is_infinite() => f.write_str(if value > 0.0 { "inf" } else { "-inf" }),
+            Scalar::Float(value) => {
+                let text = format!("{value:?}");
+                f.write_str(&text)
+            }
+            Scalar::Int(value) => write!(f, "{value}"),
+            Scalar::Bool(value) => write!(f, "{value}"),
+        }
+    }
+}
+
+/// A constant tensor: dtype, static dims and dense little-endian data.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Literal {
+    dtype: DType,
+    dims: SmallVec<[i64; 4]>,
+    data: Arc<[u8]>,
+}
+
+/// The data length did not match dims and dtype.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiteralSizeError {
+    /// Bytes the dims and dtype need.
+    pub expected: usize,
+    /// Bytes given.
+    pub actual: usize,
+}
+
+impl Literal {
+    /// A literal from raw little-endian bytes.
+    pub fn from_bytes(dtype: DType, dims: &[i64], data: impl Into<Arc<[u8]>>) -> Result<Literal, LiteralSizeError> {
+        let data = data.into();
+        let count: i64 = dims.iter().product();
+        let expected = usize::try_from(count).unwrap_or(0) * dtype.byte_size();
+        if data.len() != expected {
+            return Err(LiteralSizeError { expected, actual: data.len() });
+        }
+        Ok(Literal { dtype, dims: dims.into(), data })
+    }
+
+    /// A rank-0 literal.
+    pub fn scalar(dtype: DType, value: Scalar) -> Literal {
+        Literal::splat(dtype, &[], value)
+    }
+
+    /// A literal whose every element is `value`.
+    pub fn splat(dtype: DType, dims: &[i64], value: Scalar) -> Literal {
+        let count = usize::try_from(dims.iter().product::<i64>()).unwrap_or(0);
+        let mut one = Vec::with_capacity(dtype.byte_size());
+        value.to_bytes(dtype, &mut one);
+        let data: Vec<u8> = one.iter().copied().cycle().take(count * one.len()).collect();
+        Literal { dtype, dims: dims.into(), data: data.into() }
+    }
+
+    /// A literal from element values, converted to `dtype`.
+    pub fn from_scalars(dtype: DType, dims: &[i64], values: &[Scalar]) -> Result<Literal, LiteralSizeError> {
+        let mut data = Vec::with_capacity(values.len() * dtype.byte_size());
+        for value in values {
+            value.to_bytes(dtype, &mut data);
+        }
+        Literal::from_bytes(dtype, dims, data)
+    }
+
+    /// Element type.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// Static dims.
+    pub fn dims(&self) -> &[i64] {
+        &self.dims
+    }
+
+    /// The tensor type of this literal.
+    pub fn ty(&self) -> TensorType {
+        TensorType::from_static(self.dtype, &self.dims)
+    }
+
+    /// Dense little-endian bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.data
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.data.len() / self.dtype.byte_size()
+    }
+
+    /// Whether the literal holds no element.
+    pub fn is_empty(&self) -> bool {
+        self.data.is_empty()
+    }
+
+    /// Element `index` in row-major order.
+    pub fn get(&self, index: usize) -> Option<Scalar> {
+        let size = self.dtype.byte_size();
+        let bytes = self.data.get(index * size..(index + 1) * size)?;
+        Some(Scalar::from_bytes(self.dtype, bytes))
+    }
+
+    /// The single value if every element is bitwise the same (and there is at least one).
+    pub fn splat_value(&self) -> Option<Scalar> {
+        let size = self.dtype.byte_size();
+        let first = self.data.get(..size)?;
+        self.data.chunks_exact(size).all(|chunk| chunk == first).then(|| Scalar::from_bytes(self.dtype, first))
+    }
+
+    /// Every element, row-major.
+    pub fn scalars(&self) -> impl Iterator<Item = Scalar> + '_ {
+        self.data.chunks_exact(self.dtype.byte_size()).map(|chunk| Scalar::from_bytes(self.dtype, chunk))
+    }
+}

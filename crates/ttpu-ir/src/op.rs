@@ -1,0 +1,499 @@
+//! The closed set of tensor primitives, at StableHLO granularity.
+//!
+//! The frontend decomposes every ATen op into these; rewrites and lowering see nothing else.
+//! Names are the StableHLO mnemonics, so IR text, rewrite rules, the StableHLO builders and error
+//! messages all spell an op the same way. Attributes live inside the variant, operands in the node.
+//! Elementwise ops take operands of one shape: broadcasting is always an explicit `broadcast_in_dim`.
+
+use smallvec::SmallVec;
+
+use crate::{DType, Literal, Shape};
+
+/// Elementwise ops of one operand whose result has the operand's type (except `is_finite`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[allow(missing_docs)]
+pub enum UnaryOp {
+    Abs,
+    Negate,
+    Exponential,
+    ExponentialMinusOne,
+    Log,
+    LogPlusOne,
+    Sqrt,
+    Rsqrt,
+    Cbrt,
+    Tanh,
+    Logistic,
+    Sine,
+    Cosine,
+    Tan,
+    Floor,
+    Ceil,
+    RoundNearestEven,
+    RoundNearestAfz,
+    Sign,
+    Not,
+    /// Result is `bool` of the operand's shape.
+    IsFinite,
+}
+
+impl UnaryOp {
+    /// Every unary op.
+    pub const ALL: [UnaryOp; 21] = [
+        UnaryOp::Abs,
+        UnaryOp::Negate,
+        UnaryOp::Exponential,
+        UnaryOp::ExponentialMinusOne,
+        UnaryOp::Log,
+        UnaryOp::LogPlusOne,
+        UnaryOp::Sqrt,
+        UnaryOp::Rsqrt,
+        UnaryOp::Cbrt,
+        UnaryOp::Tanh,
+        UnaryOp::Logistic,
+        UnaryOp::Sine,
+        UnaryOp::Cosine,
+        UnaryOp::Tan,
+        UnaryOp::Floor,
+        UnaryOp::Ceil,
+        UnaryOp::RoundNearestEven,
+        UnaryOp::RoundNearestAfz,
+        UnaryOp::Sign,
+        UnaryOp::Not,
+        UnaryOp::IsFinite,
+    ];
+
+    /// The StableHLO mnemonic.
+    pub fn mnemonic(self) -> &'static str {
+        match self {
+            UnaryOp::Abs => "abs",
+            UnaryOp::Negate => "negate",
+            UnaryOp::Exponential => "exponential",
+            UnaryOp::ExponentialMinusOne => "exponential_minus_one",
+            UnaryOp::Log => "log",
+            UnaryOp::LogPlusOne => "log_plus_one",
+            UnaryOp::Sqrt => "sqrt",
+            UnaryOp::Rsqrt => "rsqrt",
+            UnaryOp::Cbrt => "cbrt",
+            UnaryOp::Tanh => "tanh",
+            UnaryOp::Logistic => "logistic",
+            UnaryOp::Sine => "sine",
+            UnaryOp::Cosine => "cosine",
+            UnaryOp::Tan => "tan",
+            UnaryOp::Floor => "floor",
+            UnaryOp::Ceil => "ceil",
+            UnaryOp::RoundNearestEven => "round_nearest_even",
+            UnaryOp::RoundNearestAfz => "round_nearest_afz",
+            UnaryOp::Sign => "sign",
+            UnaryOp::Not => "not",
+            UnaryOp::IsFinite => "is_finite",
+        }
+    }
+
+    /// Whether the op is defined only for floating-point operands.
+    pub fn needs_float(self) -> bool {
+        !matches!(self, UnaryOp::Abs | UnaryOp::Negate | UnaryOp::Sign | UnaryOp::Not)
+    }
+}
+
+/// Elementwise ops of two operands of one type; the result has that type.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[allow(missing_docs)]
+pub enum BinaryOp {
+    Add,
+    Subtract,
+    Multiply,
+    /// Float division, or integer division truncating toward zero.
+    Divide,
+    /// Remainder with the sign of the dividend (C `fmod`).
+    Remainder,
+    Power,
+    Maximum,
+    Minimum,
+    Atan2,
+    And,
+    Or,
+    Xor,
+    ShiftLeft,
+    ShiftRightArithmetic,
+    ShiftRightLogical,
+}
+
+impl BinaryOp {
+    /// Every binary op.
+    pub const ALL: [BinaryOp; 15] = [
+        BinaryOp::Add,
+        BinaryOp::Subtract,
+        BinaryOp::Multiply,
+        BinaryOp::Divide,
+        BinaryOp::Remainder,
+        BinaryOp::Power,
+        BinaryOp::Maximum,
+        BinaryOp::Minimum,
+        BinaryOp::Atan2,
+        BinaryOp::And,
+        BinaryOp::Or,
+        BinaryOp::Xor,
+        BinaryOp::ShiftLeft,
+        BinaryOp::ShiftRightArithmetic,
+        BinaryOp::ShiftRightLogical,
+    ];
+
+    /// The StableHLO mnemonic.
+    pub fn mnemonic(self) -> &'static str {
+        match self {
+            BinaryOp::Add => "add",
+            BinaryOp::Subtract => "subtract",
+            BinaryOp::Multiply => "multiply",
+            BinaryOp::Divide => "divide",
+            BinaryOp::Remainder => "remainder",
+            BinaryOp::Power => "power",
+            BinaryOp::Maximum => "maximum",
+            BinaryOp::Minimum => "minimum",
+            BinaryOp::Atan2 => "atan2",
+            BinaryOp::And => "and",
+            BinaryOp::Or => "or",
+            BinaryOp::Xor => "xor",
+            BinaryOp::ShiftLeft => "shift_left",
+            BinaryOp::ShiftRightArithmetic => "shift_right_arithmetic",
+            BinaryOp::ShiftRightLogical => "shift_right_logical",
+        }
+    }
+}
+
+/// Direction of a `compare`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[allow(missing_docs)]
+pub enum CompareDirection {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+impl CompareDirection {
+    /// Every direction.
+    pub const ALL: [CompareDirection; 6] = [
+        CompareDirection::Eq,
+        CompareDirection::Ne,
+        CompareDirection::Lt,
+        CompareDirection::Le,
+        CompareDirection::Gt,
+        CompareDirection::Ge,
+    ];
+
+    /// StableHLO's spelling (`EQ`, `GT`, ...).
+    pub fn mnemonic(self) -> &'static str {
+        match self {
+            CompareDirection::Eq => "EQ",
+            CompareDirection::Ne => "NE",
+            CompareDirection::Lt => "LT",
+            CompareDirection::Le => "LE",
+            CompareDirection::Gt => "GT",
+            CompareDirection::Ge => "GE",
+        }
+    }
+}
+
+/// The combining function of a `reduce` or `reduce_window`; its identity is the implicit init value.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[allow(missing_docs)]
+pub enum ReduceKind {
+    Sum,
+    Product,
+    Max,
+    Min,
+    /// Logical and over `bool`.
+    And,
+    /// Logical or over `bool`.
+    Or,
+}
+
+impl ReduceKind {
+    /// Every kind.
+    pub const ALL: [ReduceKind; 6] =
+        [ReduceKind::Sum, ReduceKind::Product, ReduceKind::Max, ReduceKind::Min, ReduceKind::And, ReduceKind::Or];
+
+    /// The IR text spelling.
+    pub fn mnemonic(self) -> &'static str {
+        match self {
+            ReduceKind::Sum => "sum",
+            ReduceKind::Product => "product",
+            ReduceKind::Max => "max",
+            ReduceKind::Min => "min",
+            ReduceKind::And => "and",
+            ReduceKind::Or => "or",
+        }
+    }
+
+    /// The binary op that combines two elements.
+    pub fn combiner(self) -> BinaryOp {
+        match self {
+            ReduceKind::Sum => BinaryOp::Add,
+            ReduceKind::Product => BinaryOp::Multiply,
+            ReduceKind::Max => BinaryOp::Maximum,
+            ReduceKind::Min => BinaryOp::Minimum,
+            ReduceKind::And => BinaryOp::And,
+            ReduceKind::Or => BinaryOp::Or,
+        }
+    }
+
+    /// The identity element for `dtype`: the init value of the reduction and the padding value of
+    /// a `reduce_window` (so max pooling pads with `-inf` as PyTorch does).
+    pub fn identity(self, dtype: DType) -> crate::Scalar {
+        use crate::Scalar;
+        let min_int = |dtype: DType| match dtype {
+            DType::I64 => i64::MIN,
+            DType::I32 => i64::from(i32::MIN),
+            DType::I16 => i64::from(i16::MIN),
+            DType::I8 => i64::from(i8::MIN),
+            _ => 0,
+        };
+        let max_int = |dtype: DType| match dtype {
+            DType::I64 => i64::MAX,
+            DType::I32 => i64::from(i32::MAX),
+            DType::I16 => i64::from(i16::MAX),
+            DType::I8 => i64::from(i8::MAX),
+            _ => 255,
+        };
+        match (self, dtype) {
+            (ReduceKind::Sum, DType::Bool) | (ReduceKind::Or, _) => Scalar::Bool(false),
+            (ReduceKind::Product, DType::Bool) | (ReduceKind::And, _) => Scalar::Bool(true),
+            (ReduceKind::Sum, _) => Scalar::Int(0),
+            (ReduceKind::Product, _) => Scalar::Int(1),
+            (ReduceKind::Max, DType::Bool) => Scalar::Bool(false),
+            (ReduceKind::Min, DType::Bool) => Scalar::Bool(true),
+            (ReduceKind::Max, dtype) if dtype.is_float() => Scalar::Float(f64::NEG_INFINITY),
+            (ReduceKind::Min, dtype) if dtype.is_float() => Scalar::Float(f64::INFINITY),
+            (ReduceKind::Max, dtype) => Scalar::Int(min_int(dtype)),
+            (ReduceKind::Min, dtype) => Scalar::Int(max_int(dtype)),
+        }
+    }
+}
+
+/// Dimension numbers of a `dot_general`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
+pub struct DotDims {
+    /// Batch dims of the lhs, paired with `rhs_batch`.
+    pub lhs_batch: SmallVec<[i64; 4]>,
+    /// Batch dims of the rhs.
+    pub rhs_batch: SmallVec<[i64; 4]>,
+    /// Contracting dims of the lhs, paired with `rhs_contracting`.
+    pub lhs_contracting: SmallVec<[i64; 4]>,
+    /// Contracting dims of the rhs.
+    pub rhs_contracting: SmallVec<[i64; 4]>,
+}
+
+/// Window of a `reduce_window`: one entry per operand dim.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Window {
+    /// Window size per dim.
+    pub dimensions: SmallVec<[i64; 4]>,
+    /// Stride per dim.
+    pub strides: SmallVec<[i64; 4]>,
+    /// Dilation of the operand per dim.
+    pub base_dilations: SmallVec<[i64; 4]>,
+    /// Dilation of the window per dim.
+    pub window_dilations: SmallVec<[i64; 4]>,
+    /// (low, high) padding per dim, filled with the reduction's identity.
+    pub padding: SmallVec<[(i64, i64); 4]>,
+}
+
+/// Convolution attributes, with StableHLO's dimension numbers.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ConvDims {
+    /// Batch dim of the input.
+    pub input_batch: i64,
+    /// Feature dim of the input.
+    pub input_feature: i64,
+    /// Spatial dims of the input, in window order.
+    pub input_spatial: SmallVec<[i64; 3]>,
+    /// Input-feature dim of the kernel.
+    pub kernel_input_feature: i64,
+    /// Output-feature dim of the kernel.
+    pub kernel_output_feature: i64,
+    /// Spatial dims of the kernel.
+    pub kernel_spatial: SmallVec<[i64; 3]>,
+    /// Batch dim of the output.
+    pub output_batch: i64,
+    /// Feature dim of the output.
+    pub output_feature: i64,
+    /// Spatial dims of the output.
+    pub output_spatial: SmallVec<[i64; 3]>,
+    /// Window stride per spatial dim.
+    pub window_strides: SmallVec<[i64; 3]>,
+    /// (low, high) zero padding per spatial dim.
+    pub padding: SmallVec<[(i64, i64); 3]>,
+    /// Input (transposed-convolution) dilation per spatial dim.
+    pub lhs_dilation: SmallVec<[i64; 3]>,
+    /// Kernel dilation per spatial dim.
+    pub rhs_dilation: SmallVec<[i64; 3]>,
+    /// Feature groups.
+    pub feature_group_count: i64,
+    /// Batch groups.
+    pub batch_group_count: i64,
+}
+
+/// Gather attributes, with StableHLO's dimension numbers.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct GatherDims {
+    /// Result dims that hold the slice's offset dims.
+    pub offset_dims: SmallVec<[i64; 4]>,
+    /// Operand dims of size-1 slices dropped from the result.
+    pub collapsed_slice_dims: SmallVec<[i64; 4]>,
+    /// Operand batching dims (paired with `start_indices_batching_dims`).
+    pub operand_batching_dims: SmallVec<[i64; 4]>,
+    /// Index batching dims.
+    pub start_indices_batching_dims: SmallVec<[i64; 4]>,
+    /// Operand dim that each index-vector component addresses.
+    pub start_index_map: SmallVec<[i64; 4]>,
+    /// Dim of the indices that holds the index vector.
+    pub index_vector_dim: i64,
+    /// Size of the slice taken per operand dim.
+    pub slice_sizes: SmallVec<[i64; 4]>,
+    /// Whether the caller guarantees sorted indices.
+    pub indices_are_sorted: bool,
+}
+
+/// How `scatter` combines an update with the value already there.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ScatterKind {
+    /// Overwrite.
+    Replace,
+    /// Combine with a reduction's combiner.
+    Combine(ReduceKind),
+}
+
+/// Scatter attributes, with StableHLO's dimension numbers.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ScatterDims {
+    /// Update dims that lie inside the window.
+    pub update_window_dims: SmallVec<[i64; 4]>,
+    /// Operand dims of size-1 windows absent from the updates.
+    pub inserted_window_dims: SmallVec<[i64; 4]>,
+    /// Operand batching dims.
+    pub input_batching_dims: SmallVec<[i64; 4]>,
+    /// Index batching dims.
+    pub scatter_indices_batching_dims: SmallVec<[i64; 4]>,
+    /// Operand dim that each index-vector component addresses.
+    pub scatter_dims_to_operand_dims: SmallVec<[i64; 4]>,
+    /// Dim of the indices that holds the index vector.
+    pub index_vector_dim: i64,
+    /// How updates combine.
+    pub kind: ScatterKind,
+    /// Whether the caller guarantees sorted indices.
+    pub indices_are_sorted: bool,
+    /// Whether the caller guarantees no index repeats.
+    pub unique_indices: bool,
+}
+
+/// A tensor primitive. Operands are in the node; the variant holds the attributes.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Op {
+    /// A constant tensor. No operands.
+    Constant(Literal),
+    /// `result[i...] = i[dimension]`, in the result type given. No operands.
+    Iota {
+        /// The counting dim.
+        dimension: i64,
+        /// Result dtype.
+        dtype: DType,
+        /// Result shape.
+        shape: Shape,
+    },
+    /// Elementwise unary op.
+    Unary(UnaryOp),
+    /// Elementwise binary op on operands of one type.
+    Binary(BinaryOp),
+    /// Elementwise comparison; the result is `bool`.
+    Compare(CompareDirection),
+    /// `select(pred, on_true, on_false)`; `pred` is `bool` of the same shape or a scalar.
+    Select,
+    /// `clamp(min, operand, max)`; bounds are scalars or of the operand's shape.
+    Clamp,
+    /// Elementwise conversion to `dtype`.
+    Convert(DType),
+    /// Same elements, another shape (row-major).
+    Reshape(Shape),
+    /// Permutes dims: result dim `i` is operand dim `permutation[i]`.
+    Transpose(SmallVec<[i64; 4]>),
+    /// Broadcast: operand dim `i` maps to result dim `dims[i]`.
+    BroadcastInDim {
+        /// Result dim of each operand dim.
+        dims: SmallVec<[i64; 4]>,
+        /// Result shape.
+        shape: Shape,
+    },
+    /// Strided static slice.
+    Slice {
+        /// First index per dim.
+        start: SmallVec<[i64; 4]>,
+        /// One past the last index per dim.
+        limit: SmallVec<[i64; 4]>,
+        /// Step per dim.
+        strides: SmallVec<[i64; 4]>,
+    },
+    /// Joins operands along `dimension`.
+    Concatenate(i64),
+    /// `pad(operand, value)`; negative low/high crop.
+    Pad {
+        /// Padding before each dim.
+        low: SmallVec<[i64; 4]>,
+        /// Padding after each dim.
+        high: SmallVec<[i64; 4]>,
+        /// Padding between elements of each dim.
+        interior: SmallVec<[i64; 4]>,
+    },
+    /// Generalised matrix product; result dims are batch, lhs free, rhs free.
+    DotGeneral(DotDims),
+    /// Reduces `dimensions` of the operand with `kind`.
+    Reduce {
+        /// How elements combine.
+        kind: ReduceKind,
+        /// Reduced dims, ascending.
+        dimensions: SmallVec<[i64; 4]>,
+    },
+    /// Sliding-window reduction (pooling).
+    ReduceWindow {
+        /// How elements combine.
+        kind: ReduceKind,
+        /// The window.
+        window: Window,
+    },
+    /// `convolution(input, kernel)`.
+    Convolution(ConvDims),
+    /// `gather(operand, start_indices)`.
+    Gather(GatherDims),
+    /// `scatter(operand, scatter_indices, updates)`.
+    Scatter(ScatterDims),
+}
+
+impl Op {
+    /// The StableHLO-style mnemonic printed in IR text and messages.
+    pub fn mnemonic(&self) -> &'static str {
+        match self {
+            Op::Constant(_) => "constant",
+            Op::Iota { .. } => "iota",
+            Op::Unary(op) => op.mnemonic(),
+            Op::Binary(op) => op.mnemonic(),
+            Op::Compare(_) => "compare",
+            Op::Select => "select",
+            Op::Clamp => "clamp",
+            Op::Convert(_) => "convert",
+            Op::Reshape(_) => "reshape",
+            Op::Transpose(_) => "transpose",
+            Op::BroadcastInDim { .. } => "broadcast_in_dim",
+            Op::Slice { .. } => "slice",
+            Op::Concatenate(_) => "concatenate",
+            Op::Pad { .. } => "pad",
+            Op::DotGeneral(_) => "dot_general",
+            Op::Reduce { .. } => "reduce",
+            Op::ReduceWindow { .. } => "reduce_window",
+            Op::Convolution(_) => "convolution",
+            Op::Gather(_) => "gather",
+            Op::Scatter(_) => "scatter",
+        }
+    }
+}

@@ -1,0 +1,206 @@
+//! Shapes, dims and tensor types.
+//!
+//! A dim is either a static size or a symbol from the model's range constraints (`s77`). Symbols
+//! carry their name, so a type prints the same way everywhere (`f32[s77, 8]`); their ranges live in
+//! the graph's [`SymbolTable`].
+
+use std::fmt;
+use std::sync::Arc;
+
+use indexmap::IndexMap;
+use smallvec::SmallVec;
+
+use crate::DType;
+
+/// One dimension of a shape.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Dim {
+    /// A size known when the graph is built.
+    Static(i64),
+    /// A size named by a symbol, known only at run time.
+    Sym(Arc<str>),
+}
+
+impl Dim {
+    /// The static size, if there is one.
+    pub fn as_static(&self) -> Option<i64> {
+        match self {
+            Dim::Static(size) => Some(*size),
+            Dim::Sym(_) => None,
+        }
+    }
+}
+
+impl From<i64> for Dim {
+    fn from(size: i64) -> Self {
+        Dim::Static(size)
+    }
+}
+
+impl fmt::Display for Dim {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Dim::Static(size) => write!(f, "{size}"),
+            Dim::Sym(name) => f.write_str(name),
+        }
+    }
+}
+
+/// The dims of a tensor, outermost first.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Shape(pub SmallVec<[Dim; 4]>);
+
+impl Shape {
+    /// A shape of static dims.
+    pub fn from_static(dims: &[i64]) -> Shape {
+        Shape(dims.iter().map(|&size| Dim::Static(size)).collect())
+    }
+
+    /// The rank-0 shape.
+    pub fn scalar() -> Shape {
+        Shape(SmallVec::new())
+    }
+
+    /// Number of dims.
+    pub fn rank(&self) -> usize {
+        self.0.len()
+    }
+
+    /// The dims.
+    pub fn dims(&self) -> &[Dim] {
+        &self.0
+    }
+
+    /// All sizes, if every dim is static.
+    pub fn as_static(&self) -> Option<SmallVec<[i64; 4]>> {
+        self.0.iter().map(Dim::as_static).collect()
+    }
+
+    /// Whether every dim is static.
+    pub fn is_static(&self) -> bool {
+        self.0.iter().all(|dim| matches!(dim, Dim::Static(_)))
+    }
+
+    /// Product of the sizes, if every dim is static.
+    pub fn num_elements(&self) -> Option<i64> {
+        self.0.iter().try_fold(1i64, |acc, dim| dim.as_static().map(|size| acc * size))
+    }
+}
+
+impl FromIterator<Dim> for Shape {
+    fn from_iter<T: IntoIterator<Item = Dim>>(iter: T) -> Self {
+        Shape(iter.into_iter().collect())
+    }
+}
+
+impl std::ops::Index<usize> for Shape {
+    type Output = Dim;
+    fn index(&self, index: usize) -> &Dim {
+        &self.0[index]
+    }
+}
+
+impl fmt::Display for Shape {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[")?;
+        for (index, dim) in self.0.iter().enumerate() {
+            if index > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{dim}")?;
+        }
+        f.write_str("]")
+    }
+}
+
+/// The type of a tensor value: element type and shape.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TensorType {
+    /// Element type.
+    pub dtype: DType,
+    /// Shape.
+    pub shape: Shape,
+}
+
+impl TensorType {
+    /// A type from a dtype and a shape.
+    pub fn new(dtype: DType, shape: Shape) -> TensorType {
+        TensorType { dtype, shape }
+    }
+
+    /// A type with static dims.
+    pub fn from_static(dtype: DType, dims: &[i64]) -> TensorType {
+        TensorType { dtype, shape: Shape::from_static(dims) }
+    }
+
+    /// A rank-0 type.
+    pub fn scalar(dtype: DType) -> TensorType {
+        TensorType { dtype, shape: Shape::scalar() }
+    }
+
+    /// Number of dims.
+    pub fn rank(&self) -> usize {
+        self.shape.rank()
+    }
+
+    /// The same shape with another dtype.
+    pub fn with_dtype(&self, dtype: DType) -> TensorType {
+        TensorType { dtype, shape: self.shape.clone() }
+    }
+}
+
+impl fmt::Display for TensorType {
+    /// The `.fx` spelling: `f32[2, s77]`, `i64[]`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}{}", self.dtype, self.shape)
+    }
+}
+
+/// The range a symbol may take, inclusive on both ends; `max` is `None` for unbounded.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SymbolRange {
+    /// Smallest allowed value.
+    pub min: i64,
+    /// Largest allowed value, or `None` when PyTorch printed `int_oo`.
+    pub max: Option<i64>,
+}
+
+/// The symbols of a graph and their ranges, in the order they were declared.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SymbolTable {
+    ranges: IndexMap<Arc<str>, SymbolRange>,
+}
+
+impl SymbolTable {
+    /// Declares `name` with `range`; declaring it again replaces the range.
+    pub fn declare(&mut self, name: &str, range: SymbolRange) -> Arc<str> {
+        if let Some((_, existing, _)) = self.ranges.get_full(name) {
+            let existing = existing.clone();
+            self.ranges.insert(existing.clone(), range);
+            return existing;
+        }
+        let name: Arc<str> = Arc::from(name);
+        self.ranges.insert(name.clone(), range);
+        name
+    }
+
+    /// The range of `name`.
+    pub fn range(&self, name: &str) -> Option<&SymbolRange> {
+        self.ranges.get(name)
+    }
+
+    /// The shared name of a declared symbol.
+    pub fn name(&self, name: &str) -> Option<Arc<str>> {
+        self.ranges.get_key_value(name).map(|(key, _)| key.clone())
+    }
+
+    /// Symbols in declaration order.
+    pub fn iter(&self) -> impl Iterator<Item = (&Arc<str>, &SymbolRange)> {
+        self.ranges.iter()
+    }
+
+    /// Whether no symbol is declared.
+    pub fn is_empty(&self) -> bool {
+        self.ranges.is_empty()
+    }
+}

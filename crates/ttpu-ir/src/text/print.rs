@@ -1,0 +1,96 @@
+//! Printing a graph as IR text. Deterministic: the same graph always prints the same bytes.
+
+use std::fmt::Write;
+
+use super::attrs::op_attrs;
+use crate::{Graph, ValueId};
+
+/// Prints `graph` in the IR text form.
+pub fn print(graph: &Graph) -> String {
+    let mut numbers = vec![u32::MAX; graph.value_count()];
+    let mut next = 0u32;
+    let mut number = |value: ValueId, numbers: &mut Vec<u32>| {
+        numbers[value.index_usize()] = next;
+        next += 1;
+    };
+    for &input in &graph.inputs {
+        number(input, &mut numbers);
+    }
+    for (_, node) in graph.nodes() {
+        for &result in &node.results {
+            number(result, &mut numbers);
+        }
+    }
+    let name = |value: ValueId| format!("%{}", numbers[value.index_usize()]);
+
+    let mut out = String::new();
+    for (symbol, range) in graph.symbols.iter() {
+        match range.max {
+            Some(max) => writeln!(out, "symbol {symbol} in [{}, {max}]", range.min),
+            None => writeln!(out, "symbol {symbol} in [{}, inf]", range.min),
+        }
+        .expect("writing to a String cannot fail");
+    }
+    out.push_str("graph @main(");
+    for (index, &input) in graph.inputs.iter().enumerate() {
+        if index > 0 {
+            out.push_str(", ");
+        }
+        let data = graph.value(input);
+        write!(out, "{}: {}", name(input), data.ty).expect("writing to a String cannot fail");
+        if let Some(input_name) = &data.name {
+            write!(out, " {input_name:?}").expect("writing to a String cannot fail");
+        }
+    }
+    out.push_str(") -> (");
+    for (index, &output) in graph.outputs.iter().enumerate() {
+        if index > 0 {
+            out.push_str(", ");
+        }
+        write!(out, "{}", graph.ty(output)).expect("writing to a String cannot fail");
+    }
+    out.push_str(") {\n");
+    for (_, node) in graph.nodes() {
+        out.push_str("  ");
+        for (index, &result) in node.results.iter().enumerate() {
+            if index > 0 {
+                out.push_str(", ");
+            }
+            write!(out, "{}: {}", name(result), graph.ty(result)).expect("writing to a String cannot fail");
+        }
+        write!(out, " = {}(", node.op.mnemonic()).expect("writing to a String cannot fail");
+        for (index, &operand) in node.operands.iter().enumerate() {
+            if index > 0 {
+                out.push_str(", ");
+            }
+            out.push_str(&name(operand));
+        }
+        out.push(')');
+        let attrs = op_attrs(&node.op);
+        if !attrs.is_empty() {
+            out.push_str(" {");
+            for (index, (key, value)) in attrs.iter().enumerate() {
+                if index > 0 {
+                    out.push_str(", ");
+                }
+                write!(out, "{key} = {value}").expect("writing to a String cannot fail");
+            }
+            out.push('}');
+        }
+        match (&node.loc.name, &node.loc.origin) {
+            (Some(loc_name), Some(origin)) => write!(out, "  # {loc_name}: {origin}"),
+            (Some(loc_name), None) => write!(out, "  # {loc_name}"),
+            (None, Some(origin)) => write!(out, "  # : {origin}"),
+            (None, None) => Ok(()),
+        }
+        .expect("writing to a String cannot fail");
+        out.push('\n');
+    }
+    out.push_str("  return");
+    for (index, &output) in graph.outputs.iter().enumerate() {
+        out.push_str(if index == 0 { " " } else { ", " });
+        out.push_str(&name(output));
+    }
+    out.push_str("\n}\n");
+    out
+}
