@@ -1,0 +1,96 @@
+//! Import: walks a parsed [`Program`] and builds the IR graph, decomposing each ATen overload.
+
+use indexmap::IndexMap;
+use ttpu_ir::{Graph, TensorType};
+
+use crate::Result;
+use crate::ast::Program;
+
+/// Options of [`import`].
+#[derive(Clone, Debug, Default)]
+pub struct ImportOptions {
+    /// Concrete sizes for symbols (`s77 -> 4`). A symbol given here becomes a static dim everywhere
+    /// (shape refinement); a symbol not given stays symbolic in the IR.
+    pub symbol_values: IndexMap<String, i64>,
+}
+
+/// What a graph input is, from the graph signature.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum InputRole {
+    /// A trained parameter, loaded from weights.
+    Parameter,
+    /// A buffer, loaded from weights.
+    Buffer {
+        /// Whether it is part of the state dict.
+        persistent: bool,
+    },
+    /// A lifted constant tensor, loaded from weights.
+    ConstantTensor,
+    /// A user input.
+    UserInput,
+}
+
+/// One graph input, in graph-input order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ModelInput {
+    /// The placeholder name in the graph (`p_fc1_weight`, `x`).
+    pub name: String,
+    /// The key in the weights or inputs file: the signature target for parameters, buffers and
+    /// constants, the placeholder name for user inputs.
+    pub key: String,
+    /// Its role.
+    pub role: InputRole,
+    /// Its type (symbolic dims stay symbolic unless [`ImportOptions::symbol_values`] fixes them).
+    pub ty: TensorType,
+}
+
+/// What a graph output is, from the graph signature.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OutputRole {
+    /// The `n`-th user output (pytree order), written as `output_n`.
+    User(usize),
+    /// The new value of a mutated buffer, written under the buffer's target.
+    BufferMutation,
+    /// The new value of a mutated user input, written under the input's name.
+    UserInputMutation,
+}
+
+/// One graph output, in graph-output order (mutations first, as PyTorch returns them).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ModelOutput {
+    /// The key it is written under: `output_0`, ..., or the mutated target.
+    pub key: String,
+    /// Its role.
+    pub role: OutputRole,
+    /// Its type.
+    pub ty: TensorType,
+}
+
+/// How the graph's inputs and outputs map to the model's weights, inputs and outputs.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct ModelSignature {
+    /// One entry per graph input, in order.
+    pub inputs: Vec<ModelInput>,
+    /// One entry per graph output, in order.
+    pub outputs: Vec<ModelOutput>,
+}
+
+/// An imported model: the IR graph and its signature.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Module {
+    /// The decomposed graph; inputs are the placeholders, outputs the returned values.
+    pub graph: Graph,
+    /// Roles and keys of the graph's inputs and outputs.
+    pub signature: ModelSignature,
+}
+
+/// Builds the IR graph of `program`.
+pub fn import(program: &Program, options: &ImportOptions) -> Result<Module> {
+    let _ = (program, options);
+    unimplemented!("import is being written")
+}
+
+/// Every ATen overload that has a decomposition, sorted.
+pub fn supported_ops() -> Vec<&'static str> {
+    Vec::new()
+}
