@@ -1,0 +1,98 @@
+//! Errors of the driver: each stage's own error, plus the checks on weights and inputs.
+
+use std::path::PathBuf;
+
+/// What went wrong while compiling or running a model.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Reading or importing the `.fx` text failed.
+    #[error(transparent)]
+    Frontend(#[from] ttpu_fx::Error),
+    /// Lowering to StableHLO failed.
+    #[error(transparent)]
+    Lower(#[from] ttpu_stablehlo::Error),
+    /// The PJRT plugin reported an error (its message is passed through).
+    #[error(transparent)]
+    Runtime(#[from] ttpu_pjrt::Error),
+    /// A pass produced an invalid graph: a bug in ttpu, not in the model.
+    #[error("internal error (a ttpu bug) after pass `{pass}`: {errors}")]
+    Internal {
+        /// The pass.
+        pass: &'static str,
+        /// What the verifier found.
+        errors: ttpu_ir::VerifyErrors,
+    },
+    /// A file could not be read or written.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A safetensors file is malformed.
+    #[error("{}: {message}", path.display())]
+    Safetensors {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// A tensor the model needs is not in the given file.
+    #[error("missing {what} `{key}`: the model expects {expected}")]
+    MissingTensor {
+        /// `weight` or `input`.
+        what: &'static str,
+        /// The key.
+        key: String,
+        /// The type the model expects.
+        expected: String,
+    },
+    /// A file has a tensor the model does not take.
+    #[error("unexpected {what} `{key}` ({found}): the model takes {known}")]
+    UnexpectedTensor {
+        /// `weight` or `input`.
+        what: &'static str,
+        /// The key.
+        key: String,
+        /// Its type.
+        found: String,
+        /// The keys the model takes.
+        known: String,
+    },
+    /// A tensor has the wrong shape or dtype.
+    #[error("{what} `{key}`: expected {expected}, found {found}")]
+    TensorMismatch {
+        /// `weight` or `input`.
+        what: &'static str,
+        /// The key.
+        key: String,
+        /// The type the model expects.
+        expected: String,
+        /// The type given.
+        found: String,
+    },
+    /// A symbolic dim got a size outside its range, or two inputs disagree on it.
+    #[error("symbol `{symbol}` (range {range}): {message}")]
+    SymbolSize {
+        /// The symbol.
+        symbol: String,
+        /// Its range, printed like `[2, 1024]`.
+        range: String,
+        /// What is wrong and which inputs say so.
+        message: String,
+    },
+    /// Outputs and expected outputs do not have the same keys, shapes or dtypes.
+    #[error("expected output `{key}`: {message}")]
+    Parity {
+        /// The key.
+        key: String,
+        /// What does not match.
+        message: String,
+    },
+}
+
+/// Result of the driver.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

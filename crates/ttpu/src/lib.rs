@@ -1,0 +1,32 @@
+//! The ttpu driver: compiles PyTorch programs exported as `.fx` text to StableHLO and runs them on
+//! any PJRT plugin.
+//!
+//! ```no_run
+//! use ttpu::{Session, read_safetensors};
+//! # fn main() -> ttpu::Result<()> {
+//! let session = Session::from_plugin_or_default(None)?;
+//! let source = std::fs::read_to_string("fixtures/mlp/model.fx").expect("fixture exists");
+//! let model = session.load_model(&source, "fixtures/mlp/model.fx")?;
+//! let weights = read_safetensors("fixtures/mlp/weights.safetensors".as_ref())?;
+//! let inputs = read_safetensors("fixtures/mlp/inputs.safetensors".as_ref())?;
+//! let outputs = session.run(&model, &weights, &inputs)?;
+//! println!("{:?}", outputs["output_0"].shape);
+//! # Ok(()) }
+//! ```
+//!
+//! [`Compiler`] needs no device: it turns `.fx` text into IR and StableHLO text. [`Session`] adds a
+//! PJRT client and a per-model compile cache keyed by the concrete sizes of symbolic dims.
+
+#![warn(missing_docs)]
+
+mod compiler;
+mod error;
+pub mod parity;
+pub mod pipeline;
+mod session;
+mod tensor;
+
+pub use compiler::{CompileOptions, Compiled, Compiler};
+pub use error::{Error, Result};
+pub use session::{Model, Session};
+pub use tensor::{HostTensor, TensorMap, read_safetensors, write_safetensors};

@@ -1,0 +1,102 @@
+//! The `ttpu` binary's contract: the command forms outside tools depend on.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn ttpu(args: &[&str]) -> Output {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    Command::new(env!("CARGO_BIN_EXE_ttpu")).args(args).current_dir(root).output().expect("the binary starts")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn lower_prints_stablehlo_and_ir() {
+    let out = ttpu(&["lower", "fixtures/mlp/model.fx"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.starts_with("module"), "{text}");
+    assert!(text.contains("stablehlo.dot_general"), "{text}");
+    assert!(text.contains("func.func @main(%arg0: tensor<32x16xf32>"), "{text}");
+
+    let out = ttpu(&["lower", "fixtures/mlp/model.fx", "--emit", "ir"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).starts_with("graph @main(%0: f32[32, 16] \"p_fc1_weight\""), "{}", stdout(&out));
+}
+
+#[test]
+fn lower_writes_to_a_file() {
+    let file = std::env::temp_dir().join(format!("ttpu-cli-lower-{}.mlir", std::process::id()));
+    let out = ttpu(&["lower", "fixtures/mlp/model.fx", "-o", file.to_str().expect("utf-8 temp path")]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = std::fs::read_to_string(&file).expect("the output file exists");
+    std::fs::remove_file(&file).ok();
+    assert!(text.starts_with("module"));
+}
+
+#[test]
+fn run_writes_outputs_and_parity_passes() {
+    let file = std::env::temp_dir().join(format!("ttpu-cli-run-{}.safetensors", std::process::id()));
+    let out = ttpu(&[
+        "run",
+        "fixtures/buffer_mutation/model.fx",
+        "--weights",
+        "fixtures/buffer_mutation/weights.safetensors",
+        "--inputs",
+        "fixtures/buffer_mutation/inputs.safetensors",
+        "-o",
+        file.to_str().expect("utf-8 temp path"),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let outputs = ttpu::read_safetensors(&file).expect("outputs written");
+    std::fs::remove_file(&file).ok();
+    let mut keys: Vec<&str> = outputs.keys().map(String::as_str).collect();
+    keys.sort();
+    assert_eq!(keys, ["count", "output_0", "running_mean"]);
+
+    let out = ttpu(&[
+        "parity",
+        "fixtures/buffer_mutation/model.fx",
+        "--weights",
+        "fixtures/buffer_mutation/weights.safetensors",
+        "--inputs",
+        "fixtures/buffer_mutation/inputs.safetensors",
+        "--expected",
+        "fixtures/buffer_mutation/expected.safetensors",
+    ]);
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    assert!(stdout(&out).contains("all outputs match"), "{}", stdout(&out));
+}
+
+#[test]
+fn parity_fails_with_a_nonzero_exit_when_outputs_differ() {
+    // Comparing the MLP against the bf16 MLP's expectations cannot pass: dtypes differ.
+    let out = ttpu(&[
+        "parity",
+        "fixtures/mlp/model.fx",
+        "--weights",
+        "fixtures/mlp/weights.safetensors",
+        "--inputs",
+        "fixtures/mlp/inputs.safetensors",
+        "--expected",
+        "fixtures/mlp_bf16/expected.safetensors",
+    ]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("expected output `output_0`: expected bf16[4, 8], the model produced f32[4, 8]"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_malformed_model_reports_file_line_and_column() {
+    let out = ttpu(&["lower", "fixtures/errors/unknown_op.fx"]);
+    assert!(!out.status.success());
+    let expected = std::fs::read_to_string(common::fixtures_dir().join("errors/unknown_op.expected")).expect("expected message");
+    assert!(stderr(&out).contains(expected.trim_end()), "{}", stderr(&out));
+}

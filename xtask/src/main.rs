@@ -1,0 +1,241 @@
+//! `cargo xtask`: set-up and the project's two main commands.
+//!
+//! - `setup` installs Debian's LLVM/MLIR 22 packages if missing (as root directly, otherwise it
+//!   prints the exact command) and fetches the CPU PJRT plugin from PyPI with pip into the user
+//!   cache, checking the wheel's sha256.
+//! - `lower MODEL.fx [ARGS]` and `run MODEL.fx [ARGS]` run set-up if needed, then the `ttpu` binary.
+//! - `test` runs set-up, formatting and lint checks, then every test.
+//!
+//! xtask links no workspace crate: it drives `cargo` and the `ttpu` binary, so it builds in seconds
+//! on a machine that has no MLIR yet.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+use sha2::{Digest, Sha256};
+
+/// Debian packages that `melior`/`mlir-sys` need to build and link.
+const APT_PACKAGES: &[&str] = &[
+    "libmlir-22-dev",
+    "mlir-22-tools",
+    "llvm-22-dev",
+    "libclang-22-dev",
+    "libpolly-22-dev",
+    "libzstd-dev",
+    "libz3-dev",
+    "libxml2-dev",
+];
+
+/// The default CPU plugin: the fastest one measured (PJRT C API 0.115, XLA of jaxlib 0.11.2).
+const PLUGIN_WHEEL: &str = "lammps-jax-pjrt-cpu==0.11.2";
+const PLUGIN_WHEEL_FILE: &str = "lammps_jax_pjrt_cpu-0.11.2-py3-none-manylinux_2_27_x86_64.whl";
+const PLUGIN_WHEEL_SHA256: &str = "1319390d948b39f69f7dade496b7c385149d9ca6097a6b62114da113216d9ad1";
+const PLUGIN_MEMBER: &str = "lammps_jax_pjrt_cpu/pjrt_c_api_cpu_plugin.so";
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some((command, rest)) = args.split_first() else {
+        print_usage();
+        bail!("no command given");
+    };
+    match command.as_str() {
+        "setup" => setup(),
+        "lower" => {
+            setup()?;
+            ttpu(&prefixed("lower", rest))
+        }
+        "run" => {
+            setup()?;
+            run_model(rest)
+        }
+        "test" => {
+            setup()?;
+            test()
+        }
+        "help" | "--help" | "-h" => {
+            print_usage();
+            Ok(())
+        }
+        other => {
+            print_usage();
+            bail!("unknown command `{other}`")
+        }
+    }
+}
+
+fn print_usage() {
+    eprintln!(
+        "usage: cargo xtask <command>\n\n\
+         commands:\n  \
+         setup              install LLVM/MLIR 22 packages and the CPU PJRT plugin if missing\n  \
+         lower MODEL.fx     print the StableHLO of a model (extra args go to `ttpu lower`)\n  \
+         run MODEL.fx       run a fixture folder's model on its inputs and check parity with its expected outputs\n  \
+         test               formatting, lints and every test"
+    );
+}
+
+fn prefixed(command: &str, rest: &[String]) -> Vec<String> {
+    std::iter::once(command.to_owned()).chain(rest.iter().cloned()).collect()
+}
+
+fn project_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask lives one level below the root").to_path_buf()
+}
+
+/// Where `setup` puts the CPU plugin; `ttpu` and `ttpu-pjrt` look here when no plugin is named.
+fn plugin_path() -> Result<PathBuf> {
+    let cache = match std::env::var_os("XDG_CACHE_HOME") {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => PathBuf::from(std::env::var_os("HOME").context("HOME is not set")?).join(".cache"),
+    };
+    Ok(cache.join("ttpu/plugins/cpu/pjrt_c_api_cpu_plugin.so"))
+}
+
+fn setup() -> Result<()> {
+    install_packages()?;
+    install_plugin()
+}
+
+fn is_root() -> bool {
+    Command::new("id").arg("-u").output().map(|out| String::from_utf8_lossy(&out.stdout).trim() == "0").unwrap_or(false)
+}
+
+fn missing_packages() -> Vec<&'static str> {
+    APT_PACKAGES
+        .iter()
+        .copied()
+        .filter(|package| {
+            let status = Command::new("dpkg-query").args(["-W", "-f=${Status}", package]).output();
+            !matches!(status, Ok(out) if String::from_utf8_lossy(&out.stdout).contains("install ok installed"))
+        })
+        .collect()
+}
+
+fn install_packages() -> Result<()> {
+    let missing = missing_packages();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let command = format!("apt-get update && apt-get install -y --no-install-recommends {}", missing.join(" "));
+    if !is_root() {
+        bail!("missing Debian packages: {}\nrun as root:\n  sudo sh -c '{command}'", missing.join(" "));
+    }
+    eprintln!("xtask: installing {}", missing.join(" "));
+    run(Command::new("sh").arg("-c").arg(&command).env("DEBIAN_FRONTEND", "noninteractive"))
+}
+
+fn install_plugin() -> Result<()> {
+    let target = plugin_path()?;
+    if target.is_file() {
+        return Ok(());
+    }
+    let dir = target.parent().expect("the plugin path has a folder");
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    ensure_pip()?;
+    let download = dir.join("download");
+    eprintln!("xtask: fetching {PLUGIN_WHEEL} from PyPI");
+    run(Command::new("python3").args(["-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--quiet"]).arg("-d").arg(&download).arg(PLUGIN_WHEEL))?;
+    let wheel = download.join(PLUGIN_WHEEL_FILE);
+    let bytes = std::fs::read(&wheel).with_context(|| format!("reading {}", wheel.display()))?;
+    let digest = format!("{:x}", Sha256::digest(&bytes));
+    if digest != PLUGIN_WHEEL_SHA256 {
+        bail!("{} has sha256 {digest}, expected {PLUGIN_WHEEL_SHA256}", wheel.display());
+    }
+    let unpacked = dir.join("unpacked");
+    run(Command::new("python3").args(["-m", "zipfile", "-e"]).arg(&wheel).arg(&unpacked))?;
+    // Rename into place last, so an interrupted setup never leaves a half-written plugin behind.
+    std::fs::rename(unpacked.join(PLUGIN_MEMBER), &target).with_context(|| format!("installing {}", target.display()))?;
+    std::fs::remove_dir_all(&unpacked).ok();
+    std::fs::remove_dir_all(&download).ok();
+    eprintln!("xtask: CPU PJRT plugin installed at {}", target.display());
+    Ok(())
+}
+
+fn ensure_pip() -> Result<()> {
+    let has_pip = Command::new("python3").args(["-m", "pip", "--version"]).output().map(|out| out.status.success()).unwrap_or(false);
+    if has_pip {
+        return Ok(());
+    }
+    let command = "apt-get update && apt-get install -y --no-install-recommends python3-pip";
+    if !is_root() {
+        bail!("pip is missing; run as root:\n  sudo sh -c '{command}'");
+    }
+    run(Command::new("sh").arg("-c").arg(command).env("DEBIAN_FRONTEND", "noninteractive"))
+}
+
+fn cargo() -> Command {
+    let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    command.current_dir(project_root());
+    command
+}
+
+fn ttpu(args: &[String]) -> Result<()> {
+    run(cargo().args(["run", "--quiet", "--release", "--package", "ttpu", "--bin", "ttpu", "--"]).args(args))
+}
+
+/// Runs a fixture folder's model: weights and inputs next to `model.fx`, then parity against
+/// `expected.safetensors` when it is there.
+fn run_model(args: &[String]) -> Result<()> {
+    let Some((model, rest)) = args.split_first() else {
+        bail!("usage: cargo xtask run MODEL.fx [ARGS]");
+    };
+    let model_path = Path::new(model);
+    let folder = model_path.parent().unwrap_or(Path::new("."));
+    let mut common = vec![model.clone()];
+    let weights = folder.join("weights.safetensors");
+    if weights.is_file() {
+        common.extend(["--weights".into(), weights.display().to_string()]);
+    }
+    common.extend(["--inputs".into(), folder.join("inputs.safetensors").display().to_string()]);
+    common.extend(rest.iter().cloned());
+    let out_dir = project_root().join("target/ttpu-out");
+    std::fs::create_dir_all(&out_dir)?;
+    let name = folder.file_name().map_or("model".into(), |name| name.to_string_lossy().into_owned());
+    let out = out_dir.join(format!("{name}.safetensors"));
+    let mut run_args = prefixed("run", &common);
+    run_args.extend(["-o".into(), out.display().to_string()]);
+    ttpu(&run_args)?;
+    let expected = folder.join("expected.safetensors");
+    if expected.is_file() {
+        let mut parity_args = prefixed("parity", &common);
+        parity_args.extend(["--expected".into(), expected.display().to_string()]);
+        if let Some((rtol, atol)) = tolerances(&folder.join("meta.json")) {
+            parity_args.extend(["--rtol".into(), rtol, "--atol".into(), atol]);
+        }
+        ttpu(&parity_args)?;
+    }
+    Ok(())
+}
+
+/// `rtol`/`atol` from a fixture's meta.json, read without a JSON dependency: the file is ours.
+fn tolerances(meta: &Path) -> Option<(String, String)> {
+    let text = std::fs::read_to_string(meta).ok()?;
+    let field = |name: &str| {
+        let start = text.find(&format!("\"{name}\""))? + name.len() + 2;
+        let rest = text[start..].trim_start().strip_prefix(':')?.trim_start();
+        let end = rest.find([',', '}', '\n']).unwrap_or(rest.len());
+        Some(rest[..end].trim().to_owned())
+    };
+    Some((field("rtol")?, field("atol")?))
+}
+
+fn test() -> Result<()> {
+    run(cargo().args(["fmt", "--all", "--check"]))?;
+    run(cargo().args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
+    let mut command = cargo();
+    command.args(["test", "--workspace"]);
+    if std::env::var_os("CI").is_some() {
+        // A new or changed snapshot must fail in CI rather than be written.
+        command.env("INSTA_UPDATE", "no");
+    }
+    run(&mut command)
+}
+
+fn run(command: &mut Command) -> Result<()> {
+    let status = command.status().with_context(|| format!("starting {command:?}"))?;
+    if !status.success() {
+        bail!("{command:?} failed with {status}");
+    }
+    Ok(())
+}
