@@ -1,0 +1,352 @@
+//! Device buffers, their element types, and host copies of them.
+//!
+//! Host data is always dense and row-major (major-to-minor), in the
+//! machine's native byte order; `bf16`/`f16` are raw 2-byte patterns and
+//! `pred` is one byte per element (0 or 1).
+
+use std::fmt;
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use crate::client::ClientInner;
+use crate::error::{Error, Result};
+use crate::plugin::{Api, Args, Event, api_fn};
+use crate::sys;
+
+/// Element type of a buffer (`PJRT_Buffer_Type`), limited to the types the
+/// compiler emits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ElementType {
+    /// Boolean, one byte per element.
+    Pred,
+    /// Signed 8-bit integer.
+    S8,
+    /// Signed 16-bit integer.
+    S16,
+    /// Signed 32-bit integer.
+    S32,
+    /// Signed 64-bit integer.
+    S64,
+    /// Unsigned 8-bit integer.
+    U8,
+    /// Unsigned 16-bit integer.
+    U16,
+    /// Unsigned 32-bit integer.
+    U32,
+    /// Unsigned 64-bit integer.
+    U64,
+    /// IEEE half precision.
+    F16,
+    /// IEEE single precision.
+    F32,
+    /// IEEE double precision.
+    F64,
+    /// bfloat16.
+    BF16,
+}
+
+impl ElementType {
+    /// Every element type, in declaration order.
+    pub const ALL: [ElementType; 13] = [
+        Self::Pred,
+        Self::S8,
+        Self::S16,
+        Self::S32,
+        Self::S64,
+        Self::U8,
+        Self::U16,
+        Self::U32,
+        Self::U64,
+        Self::F16,
+        Self::F32,
+        Self::F64,
+        Self::BF16,
+    ];
+
+    /// Bytes per element in host memory.
+    pub const fn byte_size(self) -> usize {
+        match self {
+            Self::Pred | Self::S8 | Self::U8 => 1,
+            Self::S16 | Self::U16 | Self::F16 | Self::BF16 => 2,
+            Self::S32 | Self::U32 | Self::F32 => 4,
+            Self::S64 | Self::U64 | Self::F64 => 8,
+        }
+    }
+
+    pub(crate) fn to_raw(self) -> sys::PJRT_Buffer_Type {
+        match self {
+            Self::Pred => sys::PJRT_Buffer_Type_PRED,
+            Self::S8 => sys::PJRT_Buffer_Type_S8,
+            Self::S16 => sys::PJRT_Buffer_Type_S16,
+            Self::S32 => sys::PJRT_Buffer_Type_S32,
+            Self::S64 => sys::PJRT_Buffer_Type_S64,
+            Self::U8 => sys::PJRT_Buffer_Type_U8,
+            Self::U16 => sys::PJRT_Buffer_Type_U16,
+            Self::U32 => sys::PJRT_Buffer_Type_U32,
+            Self::U64 => sys::PJRT_Buffer_Type_U64,
+            Self::F16 => sys::PJRT_Buffer_Type_F16,
+            Self::F32 => sys::PJRT_Buffer_Type_F32,
+            Self::F64 => sys::PJRT_Buffer_Type_F64,
+            Self::BF16 => sys::PJRT_Buffer_Type_BF16,
+        }
+    }
+
+    pub(crate) fn from_raw(raw: sys::PJRT_Buffer_Type) -> Result<Self> {
+        Self::ALL.into_iter().find(|t| t.to_raw() == raw).ok_or(Error::UnsupportedElementType { raw })
+    }
+}
+
+impl fmt::Display for ElementType {
+    /// MLIR spelling (`i1`, `f32`, `ui8`, ...), as in `tensor<2x3xf32>`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Pred => "i1",
+            Self::S8 => "i8",
+            Self::S16 => "i16",
+            Self::S32 => "i32",
+            Self::S64 => "i64",
+            Self::U8 => "ui8",
+            Self::U16 => "ui16",
+            Self::U32 => "ui32",
+            Self::U64 => "ui64",
+            Self::F16 => "f16",
+            Self::F32 => "f32",
+            Self::F64 => "f64",
+            Self::BF16 => "bf16",
+        })
+    }
+}
+
+/// Bytes of a dense array of `dims` elements of `element_type`; rejects
+/// negative extents and sizes that overflow `usize`.
+pub(crate) fn dense_byte_size(element_type: ElementType, dims: &[i64]) -> Result<usize> {
+    let invalid = || Error::InvalidDims { dims: dims.to_vec() };
+    dims.iter().try_fold(element_type.byte_size(), |acc, &d| {
+        let d = usize::try_from(d).map_err(|_| invalid())?;
+        acc.checked_mul(d).ok_or_else(invalid)
+    })
+}
+
+/// A dense row-major array in host memory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostBuffer {
+    /// Element type of `data`.
+    pub element_type: ElementType,
+    /// Dimensions, major to minor.
+    pub dims: Vec<i64>,
+    /// Raw native-endian element bytes.
+    pub data: Vec<u8>,
+}
+
+/// An array on a device (an owned `PJRT_Buffer`). `Send + Sync`.
+pub struct Buffer {
+    client: Arc<ClientInner>,
+    raw: NonNull<sys::PJRT_Buffer>,
+}
+
+// SAFETY: the PJRT C API is thread-safe; a buffer may be read, copied and
+// used as an argument from any thread. Destruction needs `&mut`/ownership,
+// so it cannot race with shared use.
+unsafe impl Send for Buffer {}
+// SAFETY: see `Send` above.
+unsafe impl Sync for Buffer {}
+
+impl Buffer {
+    /// Takes ownership of a buffer created through `client`.
+    pub(crate) fn from_raw(client: Arc<ClientInner>, raw: NonNull<sys::PJRT_Buffer>) -> Self {
+        Self { client, raw }
+    }
+
+    pub(crate) fn raw(&self) -> *mut sys::PJRT_Buffer {
+        self.raw.as_ptr()
+    }
+
+    pub(crate) fn client(&self) -> &Arc<ClientInner> {
+        &self.client
+    }
+
+    fn api(&self) -> &'static Api {
+        self.client.api
+    }
+
+    /// Element type of the buffer.
+    pub fn element_type(&self) -> Result<ElementType> {
+        let f = api_fn!(self.api(), PJRT_Buffer_ElementType)?;
+        let mut args = sys::PJRT_Buffer_ElementType_Args::sized();
+        args.buffer = self.raw();
+        // SAFETY: the buffer is alive (owned by `self`).
+        unsafe { self.api().call(f, &mut args) }?;
+        ElementType::from_raw(args.type_)
+    }
+
+    /// Dimensions of the buffer, major to minor.
+    pub fn dims(&self) -> Result<Vec<i64>> {
+        let f = api_fn!(self.api(), PJRT_Buffer_Dimensions)?;
+        let mut args = sys::PJRT_Buffer_Dimensions_Args::sized();
+        args.buffer = self.raw();
+        // SAFETY: the buffer is alive (owned by `self`).
+        unsafe { self.api().call(f, &mut args) }?;
+        if args.dims.is_null() || args.num_dims == 0 {
+            return Ok(Vec::new());
+        }
+        // SAFETY: the plugin returned `num_dims` values owned by the buffer,
+        // alive while `self` is.
+        Ok(unsafe { std::slice::from_raw_parts(args.dims, args.num_dims) }.to_vec())
+    }
+
+    /// Bytes the buffer occupies on the device (may include padding).
+    pub fn on_device_size_in_bytes(&self) -> Result<usize> {
+        let f = api_fn!(self.api(), PJRT_Buffer_OnDeviceSizeInBytes)?;
+        let mut args = sys::PJRT_Buffer_OnDeviceSizeInBytes_Args::sized();
+        args.buffer = self.raw();
+        // SAFETY: the buffer is alive (owned by `self`).
+        unsafe { self.api().call(f, &mut args) }?;
+        Ok(args.on_device_size_in_bytes)
+    }
+
+    /// Copies the buffer to host memory as a dense row-major array and waits
+    /// for the copy to finish.
+    pub fn to_host(&self) -> Result<HostBuffer> {
+        self.download(false)
+    }
+
+    /// [`to_host`](Self::to_host); `force_layout` always sends the explicit
+    /// row-major host layout (so tests can cover that path too).
+    fn download(&self, force_layout: bool) -> Result<HostBuffer> {
+        let element_type = self.element_type()?;
+        let dims = self.dims()?;
+        let size = dense_byte_size(element_type, &dims)?;
+        let f = api_fn!(self.api(), PJRT_Buffer_ToHostBuffer)?;
+
+        // Row-major is minor_to_major = [rank-1, ..., 0] without tiling. We
+        // ask for it explicitly unless the buffer already has that layout:
+        // an explicit host layout sends the CPU plugin down a conversion
+        // path that makes a 1 MiB download about twice as slow.
+        let rank = i64::try_from(dims.len()).map_err(|_| Error::InvalidDims { dims: dims.clone() })?;
+        let minor_to_major: Vec<i64> = (0..rank).rev().collect();
+        let already_row_major = !force_layout && self.has_untiled_layout(&minor_to_major);
+        let mut layout = sys::PJRT_Buffer_MemoryLayout::sized();
+        layout.type_ = sys::PJRT_Buffer_MemoryLayout_Type_Tiled;
+        let mut tiled = sys::PJRT_Buffer_MemoryLayout_Tiled::sized();
+        tiled.minor_to_major = minor_to_major.as_ptr();
+        tiled.minor_to_major_size = minor_to_major.len();
+        layout.__bindgen_anon_1.tiled = tiled;
+
+        let mut data = vec![0u8; size];
+        let mut args = sys::PJRT_Buffer_ToHostBuffer_Args::sized();
+        args.src = self.raw();
+        if !already_row_major {
+            args.host_layout = &mut layout;
+        }
+        args.dst = data.as_mut_ptr().cast();
+        args.dst_size = data.len();
+        // SAFETY: `dst` is writable for `dst_size` bytes, exactly the dense
+        // size of the array; `layout` and `minor_to_major` outlive the call;
+        // the buffer is alive. `data` is not touched until the event below
+        // has completed.
+        unsafe { self.api().call(f, &mut args) }?;
+        if let Some(event) = Event::from_raw(self.api(), args.event) {
+            event.wait()?;
+        }
+        Ok(HostBuffer { element_type, dims, data })
+    }
+}
+
+impl Buffer {
+    /// Whether the device layout is untiled with exactly this dimension
+    /// order. `false` whenever the plugin cannot say (the call is
+    /// deprecated in favour of an extension and may be missing).
+    fn has_untiled_layout(&self, minor_to_major: &[i64]) -> bool {
+        let Ok(f) = api_fn!(self.api(), PJRT_Buffer_GetMemoryLayout) else {
+            return false;
+        };
+        let mut args = sys::PJRT_Buffer_GetMemoryLayout_Args::sized();
+        args.buffer = self.raw();
+        // SAFETY: the buffer is alive (owned by `self`); only out fields are
+        // written.
+        if unsafe { self.api().call(f, &mut args) }.is_err() {
+            return false;
+        }
+        if args.layout.type_ != sys::PJRT_Buffer_MemoryLayout_Type_Tiled {
+            return false;
+        }
+        // SAFETY: `type_` says the `tiled` member of the union is the live one.
+        let tiled = unsafe { args.layout.__bindgen_anon_1.tiled };
+        if tiled.num_tiles != 0 || tiled.minor_to_major_size != minor_to_major.len() {
+            return false;
+        }
+        if minor_to_major.is_empty() {
+            return true;
+        }
+        if tiled.minor_to_major.is_null() {
+            return false;
+        }
+        // SAFETY: the plugin returned `minor_to_major_size` values owned by
+        // the buffer, alive while `self` is.
+        let actual = unsafe { std::slice::from_raw_parts(tiled.minor_to_major, tiled.minor_to_major_size) };
+        actual == minor_to_major
+    }
+}
+
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        match api_fn!(self.api(), PJRT_Buffer_Destroy) {
+            Ok(f) => {
+                let mut args = sys::PJRT_Buffer_Destroy_Args::sized();
+                args.buffer = self.raw();
+                // SAFETY: we own the buffer and destroy it exactly once, here;
+                // its client is still alive (we hold an `Arc` to it).
+                let err = unsafe { f(&mut args) };
+                self.api().log_error("PJRT_Buffer_Destroy", err);
+            }
+            Err(e) => tracing::warn!(error = %e, "leaking a pjrt buffer"),
+        }
+    }
+}
+
+impl fmt::Debug for Buffer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Buffer")
+            .field("element_type", &self.element_type().ok())
+            .field("dims", &self.dims().ok())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn element_types_round_trip_through_raw_values() {
+        for t in ElementType::ALL {
+            assert_eq!(ElementType::from_raw(t.to_raw()).expect("known type"), t);
+        }
+        assert!(matches!(ElementType::from_raw(sys::PJRT_Buffer_Type_C64), Err(Error::UnsupportedElementType { .. })));
+    }
+
+    #[test]
+    fn dense_byte_size_checks_dims() {
+        assert_eq!(dense_byte_size(ElementType::F32, &[2, 3]).expect("valid"), 24);
+        assert_eq!(dense_byte_size(ElementType::BF16, &[]).expect("scalar"), 2);
+        assert_eq!(dense_byte_size(ElementType::S64, &[0, 5]).expect("empty"), 0);
+        assert_eq!(
+            dense_byte_size(ElementType::F32, &[2, -1]).expect_err("negative").to_string(),
+            "invalid dimensions [2, -1]"
+        );
+        assert!(dense_byte_size(ElementType::F64, &[i64::MAX, i64::MAX]).is_err());
+    }
+
+    #[test]
+    fn explicit_row_major_host_layout_downloads_correctly() {
+        let path = crate::find_plugin().unwrap_or_else(|e| panic!("{e}"));
+        let client = crate::Client::new(&crate::Plugin::load(path).expect("load")).expect("client");
+        let data: Vec<u8> = (0..24i32).flat_map(|v| v.to_ne_bytes()).collect();
+        let buffer = client.buffer_from_host(&data, ElementType::S32, &[2, 3, 4]).expect("upload");
+        for force_layout in [true, false] {
+            let host = buffer.download(force_layout).expect("download");
+            assert_eq!((host.element_type, host.dims.as_slice()), (ElementType::S32, &[2, 3, 4][..]));
+            assert_eq!(host.data, data, "force_layout = {force_layout}");
+        }
+    }
+}

@@ -1,0 +1,307 @@
+//! A PJRT client: the plugin's runtime, owning devices, compiled
+//! executables and device buffers.
+
+use std::fmt;
+use std::ptr::NonNull;
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::buffer::{Buffer, ElementType, HostBuffer, dense_byte_size};
+use crate::compile_options;
+use crate::error::{Error, Result};
+use crate::executable::LoadedExecutable;
+use crate::plugin::{Api, Args, Event, Plugin, api_fn, string_from_raw};
+use crate::sys;
+
+/// The owned `PJRT_Client`, shared by every object created from it so the
+/// client outlives them all (PJRT objects keep raw pointers to their client).
+pub(crate) struct ClientInner {
+    pub(crate) api: &'static Api,
+    pub(crate) raw: NonNull<sys::PJRT_Client>,
+}
+
+// SAFETY: the PJRT C API is thread-safe: a client may be used from any thread
+// and concurrently, and `ClientInner` has no Rust-side mutable state.
+unsafe impl Send for ClientInner {}
+// SAFETY: see `Send` above.
+unsafe impl Sync for ClientInner {}
+
+impl Drop for ClientInner {
+    fn drop(&mut self) {
+        match api_fn!(self.api, PJRT_Client_Destroy) {
+            Ok(f) => {
+                let mut args = sys::PJRT_Client_Destroy_Args::sized();
+                args.client = self.raw.as_ptr();
+                // SAFETY: we own the client; every buffer and executable holds
+                // an `Arc` of this, so none is left when it is destroyed, once.
+                let err = unsafe { f(&mut args) };
+                self.api.log_error("PJRT_Client_Destroy", err);
+            }
+            Err(e) => tracing::warn!(error = %e, "leaking a pjrt client"),
+        }
+    }
+}
+
+/// A PJRT client created from a [`Plugin`]. Cheap to clone (shared handle);
+/// `Send + Sync`.
+#[derive(Clone)]
+pub struct Client {
+    pub(crate) inner: Arc<ClientInner>,
+    plugin: Plugin,
+}
+
+impl Client {
+    /// Creates a client with the plugin's default options
+    /// (`PJRT_Client_Create` with no options and no key-value store).
+    pub fn new(plugin: &Plugin) -> Result<Client> {
+        let api = plugin.api();
+        let f = api_fn!(api, PJRT_Client_Create)?;
+        let mut args = sys::PJRT_Client_Create_Args::sized();
+        // SAFETY: no options and no callbacks (all null); only `client` is
+        // written.
+        unsafe { api.call(f, &mut args) }?;
+        let raw =
+            NonNull::new(args.client).ok_or_else(|| Error::Contract("PJRT_Client_Create returned no client".into()))?;
+        Ok(Client { inner: Arc::new(ClientInner { api, raw }), plugin: plugin.clone() })
+    }
+
+    /// The plugin this client was created from.
+    pub fn plugin(&self) -> &Plugin {
+        &self.plugin
+    }
+
+    fn api(&self) -> &'static Api {
+        self.inner.api
+    }
+
+    fn raw(&self) -> *mut sys::PJRT_Client {
+        self.inner.raw.as_ptr()
+    }
+
+    /// Platform name, e.g. `"cpu"`.
+    pub fn platform_name(&self) -> Result<String> {
+        let f = api_fn!(self.api(), PJRT_Client_PlatformName)?;
+        let mut args = sys::PJRT_Client_PlatformName_Args::sized();
+        args.client = self.raw();
+        // SAFETY: `client` is alive (owned by `self`).
+        unsafe { self.api().call(f, &mut args) }?;
+        // SAFETY: the name is owned by the client, alive while `self` is.
+        Ok(unsafe { string_from_raw(args.platform_name, args.platform_name_size) })
+    }
+
+    /// Platform version string (plugin-specific).
+    pub fn platform_version(&self) -> Result<String> {
+        let f = api_fn!(self.api(), PJRT_Client_PlatformVersion)?;
+        let mut args = sys::PJRT_Client_PlatformVersion_Args::sized();
+        args.client = self.raw();
+        // SAFETY: `client` is alive (owned by `self`).
+        unsafe { self.api().call(f, &mut args) }?;
+        // SAFETY: the string is owned by the client, alive while `self` is.
+        Ok(unsafe { string_from_raw(args.platform_version, args.platform_version_size) })
+    }
+
+    /// All devices visible to the runtime.
+    pub fn devices(&self) -> Result<Vec<Device>> {
+        let f = api_fn!(self.api(), PJRT_Client_Devices)?;
+        let mut args = sys::PJRT_Client_Devices_Args::sized();
+        args.client = self.raw();
+        // SAFETY: `client` is alive (owned by `self`).
+        unsafe { self.api().call(f, &mut args) }?;
+        // SAFETY: the plugin returned `num_devices` pointers owned by the client.
+        Ok(unsafe { self.wrap_devices(args.devices, args.num_devices) })
+    }
+
+    /// Devices this process can issue work to.
+    pub fn addressable_devices(&self) -> Result<Vec<Device>> {
+        let f = api_fn!(self.api(), PJRT_Client_AddressableDevices)?;
+        let mut args = sys::PJRT_Client_AddressableDevices_Args::sized();
+        args.client = self.raw();
+        // SAFETY: `client` is alive (owned by `self`).
+        unsafe { self.api().call(f, &mut args) }?;
+        // SAFETY: the plugin returned `num_addressable_devices` pointers owned
+        // by the client.
+        Ok(unsafe { self.wrap_devices(args.addressable_devices, args.num_addressable_devices) })
+    }
+
+    /// Number of addressable devices.
+    pub fn addressable_device_count(&self) -> Result<usize> {
+        Ok(self.addressable_devices()?.len())
+    }
+
+    /// # Safety
+    /// `ptr` must be null or point to `len` device pointers owned by the client.
+    unsafe fn wrap_devices(&self, ptr: *const *mut sys::PJRT_Device, len: usize) -> Vec<Device> {
+        if ptr.is_null() || len == 0 {
+            return Vec::new();
+        }
+        // SAFETY: guaranteed by the caller.
+        let raws = unsafe { std::slice::from_raw_parts(ptr, len) };
+        raws.iter()
+            .filter_map(|&raw| NonNull::new(raw))
+            .map(|raw| Device { client: Arc::clone(&self.inner), raw })
+            .collect()
+    }
+
+    fn first_addressable_device(&self) -> Result<Device> {
+        self.addressable_devices()?.into_iter().next().ok_or(Error::NoDevice)
+    }
+
+    /// Compiles a StableHLO module given as MLIR text (format `"mlir"`) for
+    /// one replica and one partition.
+    pub fn compile(&self, mlir_text: &str) -> Result<LoadedExecutable> {
+        let f = api_fn!(self.api(), PJRT_Client_Compile)?;
+        // `PJRT_Program::code` is `char*` (in/out in other calls); hand the
+        // plugin a private copy so it can never write into caller memory.
+        let mut code = mlir_text.as_bytes().to_vec();
+        let format = b"mlir";
+        let options = compile_options::single_device();
+
+        let mut program = sys::PJRT_Program::sized();
+        program.code = code.as_mut_ptr().cast();
+        program.code_size = code.len();
+        program.format = format.as_ptr().cast();
+        program.format_size = format.len();
+
+        let mut args = sys::PJRT_Client_Compile_Args::sized();
+        args.client = self.raw();
+        args.program = &program;
+        args.compile_options = options.as_ptr().cast();
+        args.compile_options_size = options.len();
+
+        let start = Instant::now();
+        // SAFETY: `program`, `code`, `format` and `options` outlive the call
+        // and their sizes are exact; `client` is alive.
+        unsafe { self.api().call(f, &mut args) }?;
+        let raw = NonNull::new(args.executable)
+            .ok_or_else(|| Error::Contract("PJRT_Client_Compile returned no executable".into()))?;
+        let executable = LoadedExecutable::from_raw(Arc::clone(&self.inner), raw)?;
+        tracing::debug!(
+            elapsed_ms = start.elapsed().as_secs_f64() * 1e3,
+            bytes = mlir_text.len(),
+            outputs = executable.num_outputs(),
+            "compiled mlir module"
+        );
+        Ok(executable)
+    }
+
+    /// Loads an executable produced by [`LoadedExecutable::serialize`] with
+    /// the same plugin build (`PJRT_Executable_DeserializeAndLoad`), keeping
+    /// the compile options stored in it.
+    pub fn deserialize_executable(&self, bytes: &[u8]) -> Result<LoadedExecutable> {
+        let f = api_fn!(self.api(), PJRT_Executable_DeserializeAndLoad)?;
+        let mut args = sys::PJRT_Executable_DeserializeAndLoad_Args::sized();
+        args.client = self.raw();
+        args.serialized_executable = bytes.as_ptr().cast();
+        args.serialized_executable_size = bytes.len();
+        // SAFETY: `bytes` outlives the call and its size is exact; `client`
+        // is alive; no overriding options (null).
+        unsafe { self.api().call(f, &mut args) }?;
+        let raw = NonNull::new(args.loaded_executable)
+            .ok_or_else(|| Error::Contract("PJRT_Executable_DeserializeAndLoad returned no executable".into()))?;
+        LoadedExecutable::from_raw(Arc::clone(&self.inner), raw)
+    }
+
+    /// Copies dense row-major host data to the first addressable device.
+    ///
+    /// Waits until the plugin is done reading `data`, so the slice may be
+    /// dropped or reused as soon as this returns.
+    pub fn buffer_from_host(&self, data: &[u8], element_type: ElementType, dims: &[i64]) -> Result<Buffer> {
+        let expected = dense_byte_size(element_type, dims)?;
+        if data.len() != expected {
+            return Err(Error::SizeMismatch { expected, actual: data.len() });
+        }
+        let device = self.first_addressable_device()?;
+        let f = api_fn!(self.api(), PJRT_Client_BufferFromHostBuffer)?;
+        let mut args = sys::PJRT_Client_BufferFromHostBuffer_Args::sized();
+        args.client = self.raw();
+        args.data = data.as_ptr().cast();
+        args.type_ = element_type.to_raw();
+        args.dims = dims.as_ptr();
+        args.num_dims = dims.len();
+        // No byte strides and no device layout: dense, major-to-minor.
+        args.host_buffer_semantics = sys::PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes;
+        args.device = device.raw.as_ptr();
+        // SAFETY: `data` holds exactly the bytes `dims` × element size need
+        // (checked above) and, under kImmutableUntilTransferCompletes, is kept
+        // borrowed and unmodified until `done_with_host_buffer` fires, which
+        // we await below before returning; `dims`, `client` and `device` are
+        // alive for the call.
+        unsafe { self.api().call(f, &mut args) }?;
+        // Own the buffer and the event first, so both are released on any
+        // error below.
+        let done = Event::from_raw(self.api(), args.done_with_host_buffer);
+        let raw = NonNull::new(args.buffer)
+            .ok_or_else(|| Error::Contract("PJRT_Client_BufferFromHostBuffer returned no buffer".into()));
+        let buffer = raw.map(|raw| Buffer::from_raw(Arc::clone(&self.inner), raw));
+        if let Some(done) = done {
+            done.wait()?;
+        }
+        buffer
+    }
+
+    /// [`buffer_from_host`](Self::buffer_from_host) for a [`HostBuffer`].
+    pub fn buffer_from_host_buffer(&self, host: &HostBuffer) -> Result<Buffer> {
+        self.buffer_from_host(&host.data, host.element_type, &host.dims)
+    }
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client").field("plugin", &self.plugin).finish_non_exhaustive()
+    }
+}
+
+/// A device of a client. Not an owned PJRT object (the client owns its
+/// devices), so it needs no destructor; it keeps the client alive.
+#[derive(Clone)]
+pub struct Device {
+    client: Arc<ClientInner>,
+    raw: NonNull<sys::PJRT_Device>,
+}
+
+// SAFETY: a device is immutable client-owned data and the PJRT C API is
+// thread-safe; the `Arc` keeps the client (and so the device) alive.
+unsafe impl Send for Device {}
+// SAFETY: see `Send` above.
+unsafe impl Sync for Device {}
+
+impl Device {
+    fn description(&self) -> Result<*mut sys::PJRT_DeviceDescription> {
+        let api = self.client.api;
+        let f = api_fn!(api, PJRT_Device_GetDescription)?;
+        let mut args = sys::PJRT_Device_GetDescription_Args::sized();
+        args.device = self.raw.as_ptr();
+        // SAFETY: the device is alive as long as its client, which we hold.
+        unsafe { api.call(f, &mut args) }?;
+        Ok(args.device_description)
+    }
+
+    /// The device id (unique among devices of its kind).
+    pub fn id(&self) -> Result<i32> {
+        let api = self.client.api;
+        let f = api_fn!(api, PJRT_DeviceDescription_Id)?;
+        let mut args = sys::PJRT_DeviceDescription_Id_Args::sized();
+        args.device_description = self.description()?;
+        // SAFETY: the description is owned by the device, alive as above.
+        unsafe { api.call(f, &mut args) }?;
+        Ok(args.id)
+    }
+
+    /// The device kind, e.g. `"cpu"`.
+    pub fn kind(&self) -> Result<String> {
+        let api = self.client.api;
+        let f = api_fn!(api, PJRT_DeviceDescription_Kind)?;
+        let mut args = sys::PJRT_DeviceDescription_Kind_Args::sized();
+        args.device_description = self.description()?;
+        // SAFETY: the description is owned by the device, alive as above.
+        unsafe { api.call(f, &mut args) }?;
+        // SAFETY: the string is owned by the device, alive as above.
+        Ok(unsafe { string_from_raw(args.device_kind, args.device_kind_size) })
+    }
+}
+
+impl fmt::Debug for Device {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Device").field("id", &self.id().ok()).finish_non_exhaustive()
+    }
+}

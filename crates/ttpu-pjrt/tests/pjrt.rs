@@ -1,0 +1,256 @@
+//! Integration tests against a real PJRT plugin (`TTPU_PJRT_PLUGIN`, or the
+//! location `cargo xtask setup` installs to): compile, transfer, execute and
+//! read back, checking actual values and the exact error messages.
+
+mod common;
+
+use half::{bf16, f16};
+use ttpu_pjrt::{Client, ElementType, Error, ErrorCode, HostBuffer, LoadedExecutable, NamedValue, Plugin};
+
+use common::{ADD_2X3_F32, check_add, check_round_trip, client, f32_bytes, f32_values, plugin};
+
+#[test]
+fn plugin_reports_version_platform_and_devices() {
+    let plugin = plugin();
+    let (major, minor) = plugin.api_version();
+    assert_eq!(major, 0);
+    assert!(minor >= 81, "plugin api 0.{minor} is older than the 0.81 header");
+    let client = client();
+    assert_eq!(client.platform_name().expect("platform name"), "cpu");
+    assert!(client.addressable_device_count().expect("device count") >= 1);
+    let devices = client.devices().expect("devices");
+    assert!(!devices.is_empty());
+    assert_eq!(devices[0].kind().expect("kind").to_lowercase(), "cpu");
+    assert!(devices[0].id().expect("id") >= 0);
+}
+
+#[test]
+fn loading_the_same_plugin_twice_shares_it() {
+    let a = plugin();
+    let b = Plugin::load(a.path()).expect("second load");
+    assert_eq!(a.path(), b.path());
+    assert_eq!(a.api_version(), b.api_version());
+}
+
+#[test]
+fn plugin_attributes_are_readable() {
+    let attributes = plugin().attributes().expect("attributes");
+    // The CPU plugins publish the StableHLO versions they accept (the
+    // emitter may need them), as [major, minor, patch].
+    let version = attributes
+        .iter()
+        .find(|(name, _)| name == "stablehlo_current_version")
+        .unwrap_or_else(|| panic!("no stablehlo_current_version in {attributes:?}"));
+    assert!(matches!(&version.1, NamedValue::Int64List(v) if v.len() == 3 && v[0] >= 1), "{version:?}");
+}
+
+#[test]
+fn add_2x3_f32_computes_the_sum() {
+    check_add(client());
+}
+
+#[test]
+fn every_element_type_round_trips_bit_exactly() {
+    let client = client();
+    let f16_bits: Vec<u8> = [
+        f16::from_f32(1.5),
+        f16::NEG_ZERO,
+        f16::from_bits(0x0001), // smallest subnormal
+        f16::INFINITY,
+        f16::from_bits(0x7e01), // NaN with a payload
+        f16::MAX,
+    ]
+    .iter()
+    .flat_map(|v| v.to_ne_bytes())
+    .collect();
+    let bf16_bits: Vec<u8> = [
+        bf16::from_f32(-2.75),
+        bf16::NEG_ZERO,
+        bf16::from_bits(0x0001),
+        bf16::NEG_INFINITY,
+        bf16::from_bits(0x7fc1),
+        bf16::MAX,
+    ]
+    .iter()
+    .flat_map(|v| v.to_ne_bytes())
+    .collect();
+    let cases: Vec<(ElementType, Vec<u8>)> = vec![
+        (
+            ElementType::F64,
+            [1.0f64, -0.0, f64::MIN_POSITIVE, f64::MAX, 1e-310, -3.5].iter().flat_map(|v| v.to_ne_bytes()).collect(),
+        ),
+        (ElementType::F32, f32_bytes(&[1.0, -0.0, f32::MIN_POSITIVE, f32::MAX, 1e-40, -3.5])),
+        (ElementType::F16, f16_bits),
+        (ElementType::BF16, bf16_bits),
+        (ElementType::S64, [i64::MIN, -1, 0, 1, i64::MAX, 42].iter().flat_map(|v| v.to_ne_bytes()).collect()),
+        (ElementType::S32, [i32::MIN, -1, 0, 1, i32::MAX, 42].iter().flat_map(|v| v.to_ne_bytes()).collect()),
+        (ElementType::S16, [i16::MIN, -1, 0, 1, i16::MAX, 42].iter().flat_map(|v| v.to_ne_bytes()).collect()),
+        (ElementType::S8, [i8::MIN, -1, 0, 1, i8::MAX, 42].iter().flat_map(|v| v.to_ne_bytes()).collect()),
+        (ElementType::U8, vec![0, 1, 127, 128, 254, 255]),
+        (ElementType::U16, [0u16, 1, 255, 256, 65534, 65535].iter().flat_map(|v| v.to_ne_bytes()).collect()),
+        (ElementType::U32, [0u32, 1, 255, 256, u32::MAX - 1, u32::MAX].iter().flat_map(|v| v.to_ne_bytes()).collect()),
+        (ElementType::U64, [0u64, 1, 255, 256, u64::MAX - 1, u64::MAX].iter().flat_map(|v| v.to_ne_bytes()).collect()),
+        (ElementType::Pred, vec![1, 0, 0, 1, 1, 0]),
+    ];
+    assert_eq!(cases.len(), ElementType::ALL.len(), "a case per element type");
+    for (element_type, data) in cases {
+        assert_eq!(data.len(), 6 * element_type.byte_size());
+        check_round_trip(client, &HostBuffer { element_type, dims: vec![2, 3], data });
+    }
+}
+
+#[test]
+fn scalars_empty_and_higher_rank_arrays_round_trip() {
+    let client = client();
+    check_round_trip(client, &HostBuffer { element_type: ElementType::F32, dims: vec![], data: f32_bytes(&[7.25]) });
+    check_round_trip(client, &HostBuffer { element_type: ElementType::S32, dims: vec![0, 3], data: vec![] });
+    // A transposing device layout would show up here as shuffled values.
+    let values: Vec<f32> = (0..24).map(|i| i as f32).collect();
+    check_round_trip(
+        client,
+        &HostBuffer { element_type: ElementType::F32, dims: vec![2, 3, 4], data: f32_bytes(&values) },
+    );
+}
+
+#[test]
+fn multiple_results_come_back_as_separate_buffers() {
+    const MODULE: &str = r#"
+module {
+  func.func @main(%arg0: tensor<2x3xf32>, %arg1: tensor<2x3xf32>) -> (tensor<2x3xf32>, tensor<2x3xi32>, tensor<f32>) {
+    %0 = "stablehlo.multiply"(%arg0, %arg1) : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+    %1 = "stablehlo.convert"(%arg0) : (tensor<2x3xf32>) -> tensor<2x3xi32>
+    %2 = "stablehlo.constant"() {value = dense<0.5> : tensor<f32>} : () -> tensor<f32>
+    return %0, %1, %2 : tensor<2x3xf32>, tensor<2x3xi32>, tensor<f32>
+  }
+}
+"#;
+    let client = client();
+    let exe = client.compile(MODULE).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(exe.num_outputs(), 3);
+    let a = client.buffer_from_host(&f32_bytes(&[1.5, 2.0, 3.0, 4.0, 5.0, 6.0]), ElementType::F32, &[2, 3]).expect("a");
+    let b = client.buffer_from_host(&f32_bytes(&[2.0; 6]), ElementType::F32, &[2, 3]).expect("b");
+    let out = exe.execute(&[&a, &b]).expect("execute");
+    assert_eq!(out.len(), 3);
+
+    let product = out[0].to_host().expect("product");
+    assert_eq!((product.element_type, product.dims.as_slice()), (ElementType::F32, &[2, 3][..]));
+    assert_eq!(f32_values(&product.data), vec![3.0, 4.0, 6.0, 8.0, 10.0, 12.0]);
+
+    let converted = out[1].to_host().expect("converted");
+    assert_eq!((converted.element_type, converted.dims.as_slice()), (ElementType::S32, &[2, 3][..]));
+    let ints: Vec<i32> = converted.data.chunks_exact(4).map(|c| i32::from_ne_bytes(c.try_into().expect("4"))).collect();
+    assert_eq!(ints, vec![1, 2, 3, 4, 5, 6]);
+
+    let scalar = out[2].to_host().expect("scalar");
+    assert_eq!((scalar.element_type, scalar.dims.as_slice()), (ElementType::F32, &[][..]));
+    assert_eq!(f32_values(&scalar.data), vec![0.5]);
+}
+
+#[test]
+fn arguments_survive_execution_and_can_be_reused() {
+    let client = client();
+    let exe = client.compile(ADD_2X3_F32).expect("compile");
+    let a = client.buffer_from_host(&f32_bytes(&[1.0; 6]), ElementType::F32, &[2, 3]).expect("a");
+    let first = exe.execute(&[&a, &a]).expect("first");
+    let second = exe.execute(&[&first[0], &a]).expect("second");
+    assert_eq!(f32_values(&second[0].to_host().expect("host").data), vec![3.0; 6]);
+    assert_eq!(f32_values(&a.to_host().expect("a again").data), vec![1.0; 6]);
+}
+
+#[test]
+fn serialized_executable_loads_and_runs() {
+    let client = client();
+    let exe = client.compile(ADD_2X3_F32).expect("compile");
+    let bytes = exe.serialize().expect("serialize");
+    assert!(!bytes.is_empty());
+    let loaded = client.deserialize_executable(&bytes).expect("deserialize");
+    assert_eq!(loaded.num_outputs(), 1);
+    let a = client.buffer_from_host(&f32_bytes(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]), ElementType::F32, &[2, 3]).expect("a");
+    let out = loaded.execute(&[&a, &a]).expect("execute");
+    assert_eq!(f32_values(&out[0].to_host().expect("host").data), vec![2.0, 4.0, 6.0, 8.0, 10.0, 12.0]);
+}
+
+#[test]
+fn concurrent_execution_from_many_threads() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Client>();
+    assert_send_sync::<LoadedExecutable>();
+    assert_send_sync::<ttpu_pjrt::Buffer>();
+
+    let client = client();
+    let exe = client.compile(ADD_2X3_F32).expect("compile");
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            let exe = &exe;
+            s.spawn(move || {
+                for i in 0..10 {
+                    let x = (t * 100 + i) as f32;
+                    let a = client.buffer_from_host(&f32_bytes(&[x; 6]), ElementType::F32, &[2, 3]).expect("a");
+                    let out = exe.execute(&[&a, &a]).expect("execute");
+                    assert_eq!(f32_values(&out[0].to_host().expect("host").data), vec![2.0 * x; 6]);
+                }
+            });
+        }
+    });
+}
+
+#[test]
+fn bad_mlir_reports_the_plugin_message() {
+    let err = client().compile("module { func.func @main( }").expect_err("must not compile");
+    let Error::Plugin { code, message } = &err else { panic!("expected a plugin error, got {err:?}") };
+    // The MLIR parser's diagnostic, with its location, passes through.
+    assert!(message.contains("expected non-function type"), "{message}");
+    assert_eq!(err.to_string(), format!("pjrt plugin error ({code}): {message}"));
+    assert!(err.to_string().starts_with("pjrt plugin error ("));
+}
+
+#[test]
+fn wrong_argument_count_reports_the_plugin_message() {
+    let client = client();
+    let exe = client.compile(ADD_2X3_F32).expect("compile");
+    let a = client.buffer_from_host(&f32_bytes(&[1.0; 6]), ElementType::F32, &[2, 3]).expect("a");
+    let err = exe.execute(&[&a]).expect_err("one argument too few");
+    let Error::Plugin { code, message } = &err else { panic!("expected a plugin error, got {err:?}") };
+    assert_eq!(*code, ErrorCode::InvalidArgument);
+    // Wording differs between plugin versions ("arguments" or "buffers").
+    assert!(message.contains("supplied 1 ") && message.contains("expected 2"), "{message}");
+}
+
+#[test]
+fn host_data_of_the_wrong_length_is_rejected() {
+    let err = client().buffer_from_host(&[0u8; 20], ElementType::F32, &[2, 3]).expect_err("20 != 24 bytes");
+    assert!(matches!(err, Error::SizeMismatch { expected: 24, actual: 20 }));
+    assert_eq!(err.to_string(), "host data has 20 bytes but dims and element type need 24");
+
+    let err = client().buffer_from_host(&[], ElementType::F32, &[2, -3]).expect_err("negative dim");
+    assert_eq!(err.to_string(), "invalid dimensions [2, -3]");
+}
+
+#[test]
+fn buffers_of_another_client_are_rejected() {
+    let other = Client::new(&plugin()).expect("second client");
+    let foreign = other.buffer_from_host(&f32_bytes(&[1.0; 6]), ElementType::F32, &[2, 3]).expect("foreign");
+    let exe = client().compile(ADD_2X3_F32).expect("compile");
+    let ours = client().buffer_from_host(&f32_bytes(&[1.0; 6]), ElementType::F32, &[2, 3]).expect("ours");
+    let err = exe.execute(&[&ours, &foreign]).expect_err("foreign buffer");
+    assert_eq!(err.to_string(), "argument 1 belongs to a different pjrt client");
+}
+
+#[test]
+fn missing_plugin_path_is_a_load_error() {
+    let err = Plugin::load("/nonexistent/ttpu/pjrt_plugin.so").expect_err("no such file");
+    assert!(matches!(&err, Error::Load { path, .. } if path.to_str() == Some("/nonexistent/ttpu/pjrt_plugin.so")));
+    assert_eq!(err.to_string(), "failed to load pjrt plugin /nonexistent/ttpu/pjrt_plugin.so: file not found");
+}
+
+#[test]
+fn a_file_that_is_not_a_plugin_is_a_load_error() {
+    let dir = std::env::temp_dir().join(format!("ttpu-pjrt-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join("not_a_plugin.so");
+    std::fs::write(&path, b"not an elf file").expect("write");
+    let err = Plugin::load(&path).expect_err("not a library");
+    let text = err.to_string();
+    std::fs::remove_dir_all(&dir).expect("clean up");
+    assert!(text.starts_with(&format!("failed to load pjrt plugin {}: ", path.display())), "{text}");
+}
