@@ -1,0 +1,290 @@
+//! Parses every exported fixture (`fixtures/*/model.fx`) and checks facts read off the files by
+//! hand: counts, signature kinds and targets, range constraints, and specific nodes. One small
+//! program (mlp) is also kept whole as an `insta` snapshot, so any change in the tree is reviewed.
+
+use std::path::PathBuf;
+
+use ttpu_fx::ast::{Arg, Expr, FxType, InputKind, Node, OutputKind, Program, SymExpr};
+use ttpu_ir::DType;
+
+fn fixtures_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures")
+}
+
+fn load(name: &str) -> Program {
+    let path = fixtures_dir().join(name).join("model.fx");
+    let source = std::fs::read_to_string(&path).unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+    let shown = format!("fixtures/{name}/model.fx");
+    ttpu_fx::parse(&source, &shown).unwrap_or_else(|error| panic!("{error}"))
+}
+
+fn node<'p>(program: &'p Program, name: &str) -> &'p Node {
+    program.nodes.iter().find(|node| node.name == name).unwrap_or_else(|| panic!("no node `{name}`"))
+}
+
+fn call(node: &Node) -> (&str, &[Arg], &[(String, Arg)]) {
+    match &node.expr {
+        Expr::Call { target, args, kwargs, .. } => (target, args, kwargs),
+        other => panic!("`{}` is not a call: {other:?}", node.name),
+    }
+}
+
+fn tensor(dtype: DType, dims: &[i64]) -> FxType {
+    FxType::Tensor { dtype, dims: dims.iter().map(|&dim| SymExpr::Int(dim)).collect() }
+}
+
+fn names(args: &[Arg]) -> Vec<&str> {
+    args.iter()
+        .map(|arg| match arg {
+            Arg::Name(name, _) => name.as_str(),
+            other => panic!("not a name: {other:?}"),
+        })
+        .collect()
+}
+
+#[test]
+fn every_fixture_parses_with_matching_counts() {
+    // (placeholders, nodes, outputs, signature inputs, signature outputs), counted in the files.
+    let expected = [
+        ("buffer_mutation", (5, 8, 3)),
+        ("cnn", (12, 12, 1)),
+        ("cnn_pool_variants", (6, 14, 3)),
+        ("gpt2_block", (14, 59, 1)),
+        ("mlp", (7, 8, 1)),
+        ("mlp_bf16", (7, 8, 1)),
+        ("mlp_dynamic", (7, 8, 1)),
+        ("ops_mix", (6, 88, 13)),
+    ];
+    let mut found: Vec<String> = std::fs::read_dir(fixtures_dir())
+        .expect("fixtures dir")
+        .filter_map(|entry| entry.ok())
+        .filter(|entry| entry.path().join("model.fx").is_file())
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .collect();
+    found.sort();
+    let known: Vec<&str> = expected.iter().map(|(name, _)| *name).collect();
+    assert_eq!(found, known, "a fixture was added or removed: extend this table");
+    for (name, (placeholders, nodes, outputs)) in expected {
+        let program = load(name);
+        assert_eq!(program.placeholders.len(), placeholders, "{name} placeholders");
+        assert_eq!(program.nodes.len(), nodes, "{name} nodes");
+        assert_eq!(program.outputs.len(), outputs, "{name} outputs");
+        assert_eq!(program.signature.inputs.len(), placeholders, "{name} signature inputs");
+        assert_eq!(program.signature.outputs.len(), outputs, "{name} signature outputs");
+        for (spec, placeholder) in program.signature.inputs.iter().zip(&program.placeholders) {
+            assert_eq!(spec.name, placeholder.name, "{name}: signature follows forward's order");
+        }
+        for (spec, output) in program.signature.outputs.iter().zip(&program.outputs) {
+            assert_eq!(
+                &Arg::Name(
+                    spec.name.clone(),
+                    match output {
+                        Arg::Name(_, span) => *span,
+                        other => panic!("{name}: constant output {other:?}"),
+                    }
+                ),
+                output
+            );
+        }
+        // Lines are 1-based and point at the statement's own text.
+        for node in &program.nodes {
+            let line = program.source.lines().nth(node.line as usize - 1).unwrap_or("");
+            assert!(line.trim_start().starts_with(&node.name), "{name}: line {} of `{}`", node.line, node.name);
+            assert!(program.source[node.span.start..node.span.end].starts_with(&node.name));
+        }
+        assert!(program.source[program.return_span.start..program.return_span.end].starts_with("return ("));
+    }
+}
+
+#[test]
+fn mlp_signature_and_types() {
+    let program = load("mlp");
+    assert_eq!(program.placeholders[0].name, "p_fc1_weight");
+    assert_eq!(program.placeholders[0].ty, tensor(DType::F32, &[32, 16]));
+    assert_eq!(program.placeholders[6].ty, tensor(DType::F32, &[4, 16]));
+    let inputs = &program.signature.inputs;
+    assert_eq!(inputs[0].kind, InputKind::Parameter);
+    assert_eq!(inputs[0].target.as_deref(), Some("fc1.weight"));
+    assert_eq!(inputs[6].kind, InputKind::UserInput);
+    assert_eq!(inputs[6].target, None);
+    assert_eq!(program.signature.outputs[0].kind, OutputKind::UserOutput);
+    assert!(program.range_constraints.is_empty());
+
+    let permute = node(&program, "permute");
+    assert_eq!(permute.line, 5);
+    assert_eq!(permute.ty, Some(tensor(DType::F32, &[16, 32])));
+    let (target, args, kwargs) = call(permute);
+    assert_eq!(target, "aten.permute.default");
+    assert_eq!(args[1], Arg::List(vec![Arg::Int(1), Arg::Int(0)]));
+    assert!(kwargs.is_empty());
+    let Expr::Call { target_span, .. } = &permute.expr else { unreachable!() };
+    assert_eq!(&program.source[target_span.start..target_span.end], "torch.ops.aten.permute.default");
+    // The span stops before the `;  p_fc1_weight = None` suffix.
+    assert!(program.source[permute.span.start..permute.span.end].ends_with("[1, 0])"));
+}
+
+#[test]
+fn mlp_bf16_dtypes() {
+    let program = load("mlp_bf16");
+    assert_eq!(program.placeholders[6].ty, tensor(DType::BF16, &[4, 16]));
+    assert_eq!(node(&program, "addmm_2").ty, Some(tensor(DType::BF16, &[4, 8])));
+}
+
+#[test]
+fn mlp_dynamic_symbols() {
+    let program = load("mlp_dynamic");
+    let symbolic = FxType::Tensor { dtype: DType::F32, dims: vec![SymExpr::Symbol("s77".into()), SymExpr::Int(16)] };
+    assert_eq!(program.placeholders[6].ty, symbolic);
+    assert_eq!(
+        node(&program, "addmm").ty,
+        Some(FxType::Tensor { dtype: DType::F32, dims: vec![SymExpr::Symbol("s77".into()), SymExpr::Int(32)] })
+    );
+    assert_eq!(program.range_constraints.len(), 1);
+    let range = &program.range_constraints[0];
+    assert_eq!((range.symbol.as_str(), range.min, range.max), ("s77", 2, Some(1024)));
+    assert_eq!(&program.source[range.span.start..range.span.end], "s77: VR[2, 1024]");
+}
+
+#[test]
+fn gpt2_block_nodes() {
+    let program = load("gpt2_block");
+    assert_eq!(program.signature.inputs[12].kind, InputKind::Buffer { persistent: false });
+    assert_eq!(program.signature.inputs[12].target.as_deref(), Some("attn.bias"));
+    assert_eq!(program.placeholders[12].ty, tensor(DType::Bool, &[1, 1, 16, 16]));
+
+    // Multi-output ops have no annotation and are read by indexing.
+    let layer_norm = node(&program, "native_layer_norm");
+    assert_eq!(layer_norm.ty, None);
+    let (target, args, _) = call(layer_norm);
+    assert_eq!(target, "aten.native_layer_norm.default");
+    assert_eq!(args[1], Arg::List(vec![Arg::Int(32)]));
+    assert_eq!(args[4], Arg::Float(1e-05));
+    assert_eq!(node(&program, "getitem_5").expr, Expr::Index { base: "split_with_sizes".into(), index: 2 });
+    assert_eq!(node(&program, "getitem").expr, Expr::Index { base: "native_layer_norm".into(), index: 0 });
+
+    let (_, args, kwargs) = call(node(&program, "full_1"));
+    assert_eq!(args, &[Arg::List(vec![]), Arg::Float(-3.4028234663852886e+38)]);
+    assert_eq!(kwargs[0], ("dtype".to_owned(), Arg::DType(DType::F32)));
+    assert_eq!(kwargs[1], ("device".to_owned(), Arg::Device("cpu".into())));
+    assert_eq!(kwargs[2], ("pin_memory".to_owned(), Arg::Bool(false)));
+    assert_eq!(node(&program, "full_1").ty, Some(tensor(DType::F32, &[])));
+
+    let (_, args, _) = call(node(&program, "full"));
+    assert_eq!(args[1], Arg::Float(2.8284271247461903));
+    let (_, _, kwargs) = call(node(&program, "gelu"));
+    assert_eq!(kwargs, &[("approximate".to_owned(), Arg::Str("tanh".into()))]);
+    let (_, _, kwargs) = call(node(&program, "clone"));
+    assert_eq!(kwargs, &[("memory_format".to_owned(), Arg::Enum("contiguous_format".into()))]);
+    let (_, args, _) = call(node(&program, "_softmax"));
+    assert_eq!(args[1..], [Arg::Int(-1), Arg::Bool(false)]);
+    let (_, args, _) = call(node(&program, "addmm"));
+    assert_eq!(names(args), ["p_attn_c_attn_bias", "view", "permute"]);
+}
+
+#[test]
+fn ops_mix_literals() {
+    let program = load("ops_mix");
+    assert_eq!(program.signature.inputs[2].kind, InputKind::ConstantTensor);
+    assert_eq!(program.signature.inputs[2].target.as_deref(), Some("scale"));
+    assert_eq!(program.placeholders[4].ty, tensor(DType::I64, &[2, 5]));
+
+    let (_, args, _) = call(node(&program, "slice_1"));
+    assert_eq!(args[1..], [Arg::Int(1), Arg::Int(1), Arg::Int(9223372036854775807), Arg::Int(2)]);
+    let (_, args, _) = call(node(&program, "cat"));
+    assert!(matches!(&args[0], Arg::List(items) if names(items) == ["x", "embedding"]));
+    let (_, args, _) = call(node(&program, "amax"));
+    assert_eq!(args[1], Arg::List(vec![Arg::Int(-1)]));
+    let (_, args, kwargs) = call(node(&program, "full_like_1"));
+    assert_eq!(args[1], Arg::Int(-1));
+    assert_eq!(kwargs, &[("pin_memory".to_owned(), Arg::Bool(false))]);
+    let (_, _, kwargs) = call(node(&program, "arange"));
+    let kwarg_names: Vec<&str> = kwargs.iter().map(|(name, _)| name.as_str()).collect();
+    assert_eq!(kwarg_names, ["dtype", "layout", "device", "pin_memory"]);
+    assert_eq!(kwargs[1].1, Arg::Enum("strided".into()));
+    assert_eq!(node(&program, "gt").ty, Some(tensor(DType::Bool, &[2, 3, 4])));
+    assert_eq!(node(&program, "_to_copy").ty, Some(tensor(DType::F64, &[2, 3, 4])));
+    assert_eq!(node(&program, "scalar_tensor").ty, Some(tensor(DType::F32, &[])));
+
+    // A call returning None: no annotation, positional `None`s, a dtype, kwargs.
+    let assert_node = node(&program, "_assert_tensor_metadata");
+    assert_eq!(assert_node.ty, None);
+    let (target, args, kwargs) = call(assert_node);
+    assert_eq!(target, "aten._assert_tensor_metadata.default");
+    assert_eq!(args[1..], [Arg::None, Arg::None, Arg::DType(DType::F32)]);
+    assert_eq!(kwargs[0], ("device".to_owned(), Arg::Device("cpu".into())));
+    let (_, _, kwargs) = call(node(&program, "_to_copy_1"));
+    assert_eq!(kwargs, &[("dtype".to_owned(), Arg::DType(DType::I32))]);
+    let (_, _, kwargs) = call(node(&program, "full_like"));
+    assert_eq!(kwargs[1], ("memory_format".to_owned(), Arg::Enum("preserve_format".into())));
+}
+
+#[test]
+fn buffer_mutation_signature() {
+    let program = load("buffer_mutation");
+    let inputs = &program.signature.inputs;
+    assert_eq!(inputs[2].kind, InputKind::Buffer { persistent: true });
+    assert_eq!(inputs[2].target.as_deref(), Some("running_mean"));
+    assert_eq!(program.placeholders[3].ty, tensor(DType::I64, &[]));
+    let outputs = &program.signature.outputs;
+    assert_eq!((outputs[0].name.as_str(), &outputs[0].kind), ("add_1", &OutputKind::BufferMutation));
+    assert_eq!(outputs[0].target.as_deref(), Some("running_mean"));
+    assert_eq!(outputs[1].target.as_deref(), Some("count"));
+    assert_eq!(outputs[2].kind, OutputKind::UserOutput);
+    assert_eq!(names(&program.outputs), ["add_1", "add", "mul_1"]);
+    let (_, _, kwargs) = call(node(&program, "add_1"));
+    assert_eq!(kwargs, &[("alpha".to_owned(), Arg::Float(0.1))]);
+}
+
+#[test]
+fn cnn_pool_variants_none_and_bools() {
+    let program = load("cnn_pool_variants");
+    let (target, args, _) = call(node(&program, "convolution_1"));
+    assert_eq!(target, "aten.convolution.default");
+    assert_eq!(args[2], Arg::None);
+    assert_eq!(args[6], Arg::Bool(false));
+    assert_eq!(args[8], Arg::Int(1));
+    assert_eq!(node(&program, "max_pool2d_with_indices_1").ty, None);
+    let (_, args, _) = call(node(&program, "max_pool2d_with_indices_1"));
+    assert_eq!(args[5], Arg::Bool(true));
+}
+
+#[test]
+fn cnn_batch_norm() {
+    let program = load("cnn");
+    assert_eq!(
+        node(&program, "getitem").expr,
+        Expr::Index { base: "_native_batch_norm_legit_no_training".into(), index: 0 }
+    );
+    assert_eq!(program.signature.inputs[10].kind, InputKind::Buffer { persistent: true });
+    assert_eq!(program.signature.inputs[10].target.as_deref(), Some("bn1.num_batches_tracked"));
+}
+
+#[test]
+fn crlf_and_blank_lines_parse_the_same() {
+    let path = fixtures_dir().join("gpt2_block/model.fx");
+    let source = std::fs::read_to_string(path).expect("gpt2_block");
+    let lf = ttpu_fx::parse(&source, "a.fx").expect("lf");
+    let crlf = ttpu_fx::parse(&source.replace('\n', "\r\n"), "a.fx").expect("crlf");
+    assert_eq!(lf.nodes.len(), crlf.nodes.len());
+    for (a, b) in lf.nodes.iter().zip(&crlf.nodes) {
+        assert_eq!((&a.name, &a.ty, a.line), (&b.name, &b.ty, b.line));
+    }
+    assert_eq!(lf.signature.inputs.len(), crlf.signature.inputs.len());
+    // Blank lines may be empty or hold any whitespace.
+    let spaced = source.replace("\n    \n", "\n\n\t \n");
+    assert_eq!(ttpu_fx::parse(&spaced, "a.fx").expect("blank lines").nodes.len(), lf.nodes.len());
+}
+
+#[test]
+fn mlp_snapshot() {
+    let program = load("mlp");
+    // The source text itself is left out: the snapshot is about the tree.
+    insta::assert_debug_snapshot!((
+        &program.placeholders,
+        &program.nodes,
+        &program.outputs,
+        &program.return_span,
+        &program.signature,
+        &program.range_constraints
+    ));
+}
