@@ -81,9 +81,9 @@ impl Shape {
         self.0.iter().all(|dim| matches!(dim, Dim::Static(_)))
     }
 
-    /// Product of the sizes, if every dim is static.
+    /// Product of the sizes, if every dim is static and the product fits in an `i64`.
     pub fn num_elements(&self) -> Option<i64> {
-        self.0.iter().try_fold(1i64, |acc, dim| dim.as_static().map(|size| acc * size))
+        self.0.iter().try_fold(1i64, |acc, dim| dim.as_static().and_then(|size| acc.checked_mul(size)))
     }
 }
 

@@ -1,4 +1,18 @@
 //! Import: walks a parsed [`Program`] and builds the IR graph, decomposing each ATen overload.
+//!
+//! The walk is in `walk.rs`: placeholders become graph inputs, each node is decomposed through the
+//! table in `ops/` (one entry per overload, the only list of supported ops) and its result checked
+//! against the printed annotation, and the signature maps inputs and outputs to weights, user
+//! inputs and outputs (`signature.rs`). Type promotion lives in `promote.rs`, shared helpers in
+//! `ctx.rs`, argument binding in `args.rs` and symbolic sizes in `sym.rs`.
+
+mod args;
+mod ctx;
+mod ops;
+mod promote;
+mod signature;
+mod sym;
+mod walk;
 
 use indexmap::IndexMap;
 use ttpu_ir::{Graph, TensorType};
@@ -84,13 +98,14 @@ pub struct Module {
     pub signature: ModelSignature,
 }
 
-/// Builds the IR graph of `program`.
+/// Builds the IR graph of `program`, decomposing every node; see the module docs.
 pub fn import(program: &Program, options: &ImportOptions) -> Result<Module> {
-    let _ = (program, options);
-    unimplemented!("import is being written")
+    walk::import(program, options)
 }
 
 /// Every ATen overload that has a decomposition, sorted.
 pub fn supported_ops() -> Vec<&'static str> {
-    Vec::new()
+    let mut names: Vec<&'static str> = ops::TABLE.iter().map(|def| def.name).collect();
+    names.sort_unstable();
+    names
 }

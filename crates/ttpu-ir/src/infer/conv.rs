@@ -1,6 +1,6 @@
 //! Inference for `convolution`, following the StableHLO spec's shape rules.
 
-use super::{InferResult, check_dims, fail, static_dim};
+use super::{InferResult, check_dims, checked, dilated_size, fail, padded_size, static_dim};
 use crate::{ConvDims, Dim, Op, TensorType};
 
 pub(super) fn convolution(op: &Op, input: &TensorType, kernel: &TensorType, dims: &ConvDims) -> InferResult {
@@ -62,9 +62,8 @@ pub(super) fn convolution(op: &Op, input: &TensorType, kernel: &TensorType, dims
         if stride < 1 || dims.lhs_dilation[index] < 1 || dims.rhs_dilation[index] < 1 {
             return fail(op, "strides and dilations must be positive");
         }
-        let dilated_input = if size == 0 { 0 } else { (size - 1) * dims.lhs_dilation[index] + 1 };
-        let padded = dilated_input + dims.padding[index].0 + dims.padding[index].1;
-        let dilated_window = if window == 0 { 0 } else { (window - 1) * dims.rhs_dilation[index] + 1 };
+        let padded = checked(op, padded_size(size, dims.lhs_dilation[index], dims.padding[index]))?;
+        let dilated_window = checked(op, dilated_size(window, dims.rhs_dilation[index]))?;
         let out = if padded < dilated_window { 0 } else { (padded - dilated_window) / stride + 1 };
         shape[dims.output_spatial[index] as usize] = Dim::Static(out);
     }

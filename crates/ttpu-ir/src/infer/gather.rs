@@ -18,6 +18,13 @@ pub(super) fn gather(op: &Op, operand: &TensorType, indices: &TensorType, dims: 
     removed.extend(&dims.operand_batching_dims);
     check_dims(op, &removed, operand.rank())?;
     check_dims(op, &dims.start_index_map, operand.rank())?;
+    for (index, &size) in dims.slice_sizes.iter().enumerate() {
+        let too_big = operand.shape[index].as_static().is_some_and(|bound| size > bound);
+        let collapsed = removed.contains(&(index as i64));
+        if size < 0 || too_big || (collapsed && size > 1) {
+            return fail(op, format!("slice size {size} does not fit dim {index} of {operand}"));
+        }
+    }
     let batch_dims: Vec<Dim> = (0..indices.rank())
         .filter(|&index| index as i64 != index_vector_dim)
         .map(|index| indices.shape[index].clone())

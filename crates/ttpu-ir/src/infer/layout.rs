@@ -1,16 +1,20 @@
 //! Inference for ops that move data without arithmetic.
 
-use super::{InferResult, check_dim, check_dims, fail, same_dim, static_dim};
+use super::{InferResult, check_dim, check_dims, checked, fail, same_dim, static_dim};
 use crate::{Dim, Op, Shape, TensorType};
 
 pub(super) fn reshape(op: &Op, operand: &TensorType, shape: &Shape) -> InferResult {
-    if let (Some(from), Some(to)) = (operand.shape.num_elements(), shape.num_elements())
+    if shape.dims().iter().any(|dim| matches!(dim, Dim::Static(size) if *size < 0)) {
+        return fail(op, format!("negative size in {shape}"));
+    }
+    let count = |shape: &Shape| match shape.is_static() {
+        true => checked(op, shape.num_elements()).map(Some),
+        false => Ok(None),
+    };
+    if let (Some(from), Some(to)) = (count(&operand.shape)?, count(shape)?)
         && from != to
     {
         return fail(op, format!("cannot reshape {operand} ({from} elements) to {shape} ({to} elements)"));
-    }
-    if shape.dims().iter().any(|dim| matches!(dim, Dim::Static(size) if *size < 0)) {
-        return fail(op, format!("negative size in {shape}"));
     }
     Ok(TensorType::new(operand.dtype, shape.clone()))
 }
@@ -52,7 +56,7 @@ pub(super) fn slice(op: &Op, operand: &TensorType, start: &[i64], limit: &[i64],
         if end > size {
             return fail(op, format!("limit {end} exceeds size {size} of dim {index}"));
         }
-        dims.push(Dim::Static((end - begin + stride - 1) / stride));
+        dims.push(Dim::Static(if end == begin { 0 } else { (end - begin - 1) / stride + 1 }));
     }
     Ok(TensorType::new(operand.dtype, dims.into_iter().collect()))
 }
@@ -72,7 +76,7 @@ pub(super) fn concatenate(op: &Op, operands: &[&TensorType], dimension: i64) -> 
                 return fail(op, format!("operand {operand} does not match {first} outside dim {axis}"));
             }
         }
-        total += static_dim(op, &operand.shape[axis], "the concatenated dim")?;
+        total = checked(op, total.checked_add(static_dim(op, &operand.shape[axis], "the concatenated dim")?))?;
     }
     let mut shape = first.shape.clone();
     shape.0[axis] = Dim::Static(total);
@@ -100,7 +104,15 @@ pub(super) fn pad(
         if interior[index] < 0 {
             return fail(op, format!("negative interior padding in dim {index}"));
         }
-        let padded = low[index] + high[index] + size + (size - 1).max(0) * interior[index];
+        let padded = checked(
+            op,
+            (size - 1)
+                .max(0)
+                .checked_mul(interior[index])
+                .and_then(|inner| inner.checked_add(size))
+                .and_then(|padded| padded.checked_add(low[index]))
+                .and_then(|padded| padded.checked_add(high[index])),
+        )?;
         if padded < 0 {
             return fail(op, format!("padding makes dim {index} negative"));
         }

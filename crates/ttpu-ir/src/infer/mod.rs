@@ -95,6 +95,26 @@ pub(crate) fn check_dims(op: &Op, dims: &[i64], rank: usize) -> InferResult<Vec<
     Ok(res)
 }
 
+/// `value`, or a failure when the size arithmetic that produced it overflowed.
+pub(crate) fn checked(op: &Op, value: Option<i64>) -> InferResult<i64> {
+    match value {
+        Some(value) => Ok(value),
+        None => fail(op, "sizes overflow 64 bits"),
+    }
+}
+
+/// The extent of `size` elements spread `dilation` apart (`0` for no elements), or `None` on
+/// overflow.
+pub(crate) fn dilated_size(size: i64, dilation: i64) -> Option<i64> {
+    if size == 0 { Some(0) } else { size.checked_sub(1)?.checked_mul(dilation)?.checked_add(1) }
+}
+
+/// The extent of `size` elements dilated by `dilation` and padded by `(low, high)`, or `None` on
+/// overflow.
+pub(crate) fn padded_size(size: i64, dilation: i64, (low, high): (i64, i64)) -> Option<i64> {
+    dilated_size(size, dilation)?.checked_add(low)?.checked_add(high)
+}
+
 /// Whether two dims are provably equal.
 pub(crate) fn same_dim(lhs: &Dim, rhs: &Dim) -> bool {
     lhs == rhs

@@ -229,26 +229,29 @@ fn reduce_kind(name: &str) -> Result<ReduceKind, String> {
         .ok_or_else(|| format!("unknown reduction `{name}`"))
 }
 
+/// The largest constant the parser builds, so that a typo in a type cannot exhaust memory.
+const MAX_CONSTANT_BYTES: i64 = 1 << 32;
+
 /// Rebuilds an op from its mnemonic, attributes and result type.
 pub(crate) fn op_from_attrs(mnemonic: &str, mut attrs: AttrReader, result: &TensorType) -> Result<Op, String> {
     let op = match mnemonic {
         "constant" => match attrs.take("value")? {
             Attr::Literal(literal) => {
                 let dims = result.shape.as_static().ok_or("a constant must have a static type")?;
+                let bytes = dims
+                    .iter()
+                    .try_fold(result.dtype.byte_size() as i64, |acc, &size| acc.checked_mul(size))
+                    .filter(|bytes| (0..=MAX_CONSTANT_BYTES).contains(bytes))
+                    .ok_or_else(|| format!("constant type {result} is too large"))?;
+                let count = bytes / result.dtype.byte_size() as i64;
                 let values: Vec<_> = literal.scalars().collect();
-                let count = dims.iter().product::<i64>();
-                let values = if values.len() == 1 && count != 1 {
-                    vec![values[0]; usize::try_from(count).map_err(|_| "negative size")?]
+                if values.len() == 1 && count > 1 {
+                    Op::Constant(Literal::splat(result.dtype, &dims, values[0]))
                 } else {
-                    values
-                };
-                Op::Constant(Literal::from_scalars(result.dtype, &dims, &values).map_err(|error| {
-                    format!(
-                        "constant has {} values, its type {result} needs {}",
-                        values.len(),
-                        error.expected / result.dtype.byte_size()
-                    )
-                })?)
+                    Op::Constant(Literal::from_scalars(result.dtype, &dims, &values).map_err(|_| {
+                        format!("constant has {} values, its type {result} needs {count}", values.len())
+                    })?)
+                }
             }
             other => return Err(format!("attribute `value` must be dense<...>, found `{other}`")),
         },
