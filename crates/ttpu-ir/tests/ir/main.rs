@@ -1,0 +1,7 @@
+//! Unit and property tests of the IR through its public API: inference per op family, the
+//! verifier and `compact`, and property tests of the text form and literal encoding.
+
+mod common;
+mod infer;
+mod props;
+mod verify;
