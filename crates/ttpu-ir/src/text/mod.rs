@@ -9,7 +9,7 @@
 //! }
 //! ```
 //!
-//! Attributes are a flat `name = value` dictionary per op ((`attrs.rs`)); the printer and the parser
+//! Attributes are a flat `name = value` dictionary per op (`attrs.rs`); the printer and the parser
 //! both go through it, so one table decides the spelling of every op. Types the result already
 //! carries (the shape of `reshape`, the dtype of `convert`) are not repeated as attributes.
 
