@@ -1,0 +1,97 @@
+//! Lowers a [`ttpu_ir::Graph`] to StableHLO module text through MLIR (via `melior`).
+//!
+//! The result is one `func.func @main` whose arguments and results are the graph's inputs and
+//! outputs, each IR node becoming one StableHLO op (plus the scalar init constant of a reduction).
+//!
+//! ```
+//! use ttpu_ir::{BinaryOp, DType, GraphBuilder, TensorType};
+//! let mut builder = GraphBuilder::new();
+//! let x = builder.input(TensorType::from_static(DType::F32, &[2, 3]), Some("x".into()));
+//! let doubled = builder.binary(BinaryOp::Add, x, x).unwrap();
+//! let text = ttpu_stablehlo::lower(&builder.finish(&[doubled])).unwrap();
+//! assert!(text.contains(r#""stablehlo.add"(%arg0, %arg0) : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>"#));
+//! ```
+//!
+//! melior ships no StableHLO dialect, so StableHLO ops are built in MLIR's generic form with
+//! unregistered dialects allowed, and StableHLO's structured attributes (`#stablehlo.dot<...>`,
+//! `#stablehlo<comparison_direction GT>`, ...) are parsed as opaque dialect attributes. The MLIR
+//! printer writes unregistered ops in generic form, which every StableHLO parser (XLA's
+//! included) reads. Only `func`/`builtin` are real registered dialects here, so MLIR's verifier
+//! checks structure (SSA, function signature against `return`) while StableHLO's own
+//! constraints are this crate's responsibility: attribute formats follow the StableHLO dialect,
+//! and the few dtype restrictions the IR does not share are refused as [`Error::Unsupported`].
+//!
+//! No `melior` type appears in the public API: callers get text or an [`Error`].
+
+#![warn(missing_docs)]
+
+mod context;
+mod lower;
+mod ops;
+mod types;
+
+use ttpu_ir::{Graph, TensorType, ValueId, VerifyErrors};
+
+/// Why a graph could not be lowered.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A value has a symbolic dim; lowering handles static shapes only for now.
+    #[error("dynamic dims not supported yet: value {value} has type {ty}")]
+    DynamicDims {
+        /// The first value (inputs first, then node results in order) with a symbolic dim.
+        value: ValueId,
+        /// Its type.
+        ty: TensorType,
+    },
+    /// The graph breaks the IR's own invariants (`ttpu_ir::verify`).
+    #[error(transparent)]
+    InvalidGraph(#[from] VerifyErrors),
+    /// The IR accepts the op on this dtype but StableHLO does not (e.g. `abs` of `u8`).
+    #[error("`{op}` is not defined in StableHLO for {ty} (node {node})")]
+    Unsupported {
+        /// The op mnemonic.
+        op: &'static str,
+        /// The operand or result type StableHLO rejects.
+        ty: TensorType,
+        /// The node's FX name or origin, or its index when it has neither.
+        node: String,
+    },
+    /// MLIR's verifier rejected the module; `message` holds its diagnostics.
+    #[error("MLIR verification failed: {message}")]
+    Verify {
+        /// MLIR's diagnostics, one per line, each prefixed by its location.
+        message: String,
+    },
+    /// A bug in this crate (an attribute that did not parse, an op MLIR refused to create).
+    #[error("internal error while lowering to StableHLO: {message}")]
+    Internal {
+        /// What went wrong, with MLIR's diagnostics when there were any.
+        message: String,
+    },
+}
+
+/// Options of [`lower_with`]. `LowerOptions::default()` is what [`lower`] uses.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LowerOptions {
+    /// Print each op's location (`loc("addmm_1"("aten.addmm.default @ model.fx:12"))`). Off by
+    /// default so snapshot text stays stable and readable; the locations are attached either
+    /// way.
+    pub debug_locations: bool,
+    /// Print `module`/`func.func`/`func.return` in generic form too. StableHLO ops are always
+    /// generic (their dialect is unregistered here).
+    pub generic: bool,
+}
+
+/// Lowers `graph` to the text of a StableHLO module with one public `func.func @main`.
+///
+/// The graph must have static shapes. The module is verified by MLIR before printing, and the
+/// text is deterministic: the same graph always gives the same bytes.
+pub fn lower(graph: &Graph) -> Result<String, Error> {
+    lower_with(graph, &LowerOptions::default())
+}
+
+/// [`lower`] with explicit [`LowerOptions`].
+pub fn lower_with(graph: &Graph, options: &LowerOptions) -> Result<String, Error> {
+    lower::lower(graph, options)
+}

@@ -1,0 +1,288 @@
+//! The graph walk: checks, then one StableHLO op per IR node inside `func.func @main`.
+//!
+//! Nodes are already in topological order, so one forward pass maps every IR value to the
+//! MLIR value that defines it.
+
+use melior::Context;
+use melior::dialect::func;
+use melior::ir::attribute::{StringAttribute, TypeAttribute};
+use melior::ir::operation::{OperationLike, OperationPrintingFlags};
+use melior::ir::r#type::FunctionType;
+use melior::ir::{Block, BlockLike, Location, Module, Operation, Region, RegionLike, Type, Value};
+use smallvec::SmallVec;
+use ttpu_ir::{DType, Graph, Literal, Loc, Node, Op, ReduceKind, Scalar, TensorType, UnaryOp};
+
+use crate::context::Session;
+use crate::ops::{self, internal};
+use crate::types::{tensor_of, tensor_type};
+use crate::{Error, LowerOptions};
+
+/// Checks, builds, verifies and prints.
+pub(crate) fn lower(graph: &Graph, options: &LowerOptions) -> Result<String, Error> {
+    check_static(graph)?;
+    ttpu_ir::verify(graph)?;
+    check_supported(graph)?;
+
+    let session = Session::new();
+    let module = build_module(session.context(), graph).map_err(|error| with_diagnostics(error, &session))?;
+    verify(&module, &session)?;
+    let mut flags = OperationPrintingFlags::new();
+    if options.debug_locations {
+        flags = flags.enable_debug_info(true, false);
+    }
+    if options.generic {
+        flags = flags.print_generic_operation_form();
+    }
+    module.as_operation().to_string_with_flags(flags).map_err(|error| internal("printing the module", error))
+}
+
+/// Runs MLIR's verifier, turning its diagnostics into [`Error::Verify`].
+fn verify(module: &Module<'_>, session: &Session) -> Result<(), Error> {
+    if module.as_operation().verify() { Ok(()) } else { Err(Error::Verify { message: session.take_diagnostics() }) }
+}
+
+/// Appends whatever MLIR reported to an internal error, where the real cause usually is.
+fn with_diagnostics(error: Error, session: &Session) -> Error {
+    let diagnostics = session.take_diagnostics();
+    match error {
+        Error::Internal { message } if !diagnostics.is_empty() => {
+            Error::Internal { message: format!("{message}\n{diagnostics}") }
+        }
+        other => other,
+    }
+}
+
+/// Refuses symbolic dims, naming the first value (inputs, then results in node order) that has
+/// one.
+fn check_static(graph: &Graph) -> Result<(), Error> {
+    let results = graph.nodes().flat_map(|(_, node)| node.results.iter().copied());
+    for value in graph.inputs.iter().copied().chain(results) {
+        let ty = graph.ty(value);
+        if !ty.shape.is_static() {
+            return Err(Error::DynamicDims { value, ty: ty.clone() });
+        }
+    }
+    Ok(())
+}
+
+/// Refuses the few op/dtype pairs that the IR accepts but StableHLO's type constraints do not,
+/// so the failure names the FX node instead of surfacing later as an XLA parse error.
+fn check_supported(graph: &Graph) -> Result<(), Error> {
+    for (node_id, node) in graph.nodes() {
+        let operand = node.operands.first().map(|&value| graph.ty(value));
+        let result = node.results.first().map(|&value| graph.ty(value));
+        let rejected = match &node.op {
+            // `abs`/`sign` take signed integers and floats only.
+            Op::Unary(UnaryOp::Abs | UnaryOp::Sign) => operand.filter(|ty| matches!(ty.dtype, DType::U8 | DType::Bool)),
+            // `negate` and `iota` take integers and floats, not `i1`.
+            Op::Unary(UnaryOp::Negate) => operand.filter(|ty| ty.dtype == DType::Bool),
+            Op::Iota { .. } => result.filter(|ty| ty.dtype == DType::Bool),
+            _ => None,
+        };
+        if let Some(ty) = rejected {
+            let name = match (&node.loc.name, &node.loc.origin) {
+                (Some(name), _) => name.clone(),
+                (None, Some(origin)) => origin.clone(),
+                (None, None) => node_id.to_string(),
+            };
+            return Err(Error::Unsupported { op: node.op.mnemonic(), ty: ty.clone(), node: name });
+        }
+    }
+    Ok(())
+}
+
+/// `loc("name"("origin"))`: the FX node name wrapping its origin, so XLA messages and
+/// profiles name the node.
+fn location<'c>(context: &'c Context, loc: &Loc) -> Location<'c> {
+    let unknown = Location::unknown(context);
+    match (&loc.name, &loc.origin) {
+        (Some(name), Some(origin)) => Location::name(context, name, Location::name(context, origin, unknown)),
+        (Some(name), None) => Location::name(context, name, unknown),
+        (None, Some(origin)) => Location::name(context, origin, unknown),
+        (None, None) => unknown,
+    }
+}
+
+/// The module holding `func.func @main`.
+fn build_module<'c>(context: &'c Context, graph: &Graph) -> Result<Module<'c>, Error> {
+    let unknown = Location::unknown(context);
+    let types = |values: &[ttpu_ir::ValueId]| -> Result<Vec<Type<'c>>, Error> {
+        values.iter().map(|&value| tensor_type(context, graph.ty(value))).collect()
+    };
+    let input_types = types(&graph.inputs)?;
+    let output_types = types(&graph.outputs)?;
+    let arguments: Vec<(Type<'c>, Location<'c>)> = graph
+        .inputs
+        .iter()
+        .zip(&input_types)
+        .map(|(&input, &ty)| {
+            let name = graph.value(input).name.as_deref();
+            (ty, name.map_or(unknown, |name| Location::name(context, name, unknown)))
+        })
+        .collect();
+    let block = Block::new(&arguments);
+    lower_body(context, graph, &block)?;
+
+    let region = Region::new();
+    region.append_block(block);
+    let signature = FunctionType::new(context, &input_types, &output_types);
+    let main = func::func(
+        context,
+        StringAttribute::new(context, "main"),
+        TypeAttribute::new(signature.into()),
+        region,
+        &[],
+        unknown,
+    );
+    let module = Module::new(unknown);
+    module.body().append_operation(main);
+    Ok(module)
+}
+
+/// Fills the body of `@main`: every node, then `return`.
+fn lower_body<'c>(context: &'c Context, graph: &Graph, block: &Block<'c>) -> Result<(), Error> {
+    let mut values: Vec<Option<Value<'c, '_>>> = vec![None; graph.value_count()];
+    for (index, &input) in graph.inputs.iter().enumerate() {
+        let argument = block.argument(index).map_err(|error| internal("reading a function argument", error))?;
+        values[input.index_usize()] = Some(argument.into());
+    }
+    for (_, node) in graph.nodes() {
+        let [result] = node.results[..] else {
+            return Err(Error::Internal {
+                message: format!("`{}` has {} results", node.op.mnemonic(), node.results.len()),
+            });
+        };
+        let operands = node
+            .operands
+            .iter()
+            .map(|&operand| lookup(&values, operand))
+            .collect::<Result<SmallVec<[Value<'c, '_>; 4]>, Error>>()?;
+        let operation = lower_node(context, graph, block, node, &operands, graph.ty(result))?;
+        let defined = block.append_operation(operation);
+        let value = defined.result(0).map_err(|error| internal("reading an op result", error))?;
+        values[result.index_usize()] = Some(value.into());
+    }
+    let outputs =
+        graph.outputs.iter().map(|&output| lookup(&values, output)).collect::<Result<Vec<Value<'c, '_>>, Error>>()?;
+    block.append_operation(func::r#return(&outputs, Location::unknown(context)));
+    Ok(())
+}
+
+/// The MLIR value defining `value`.
+fn lookup<'c, 'a>(values: &[Option<Value<'c, 'a>>], value: ttpu_ir::ValueId) -> Result<Value<'c, 'a>, Error> {
+    values[value.index_usize()].ok_or_else(|| Error::Internal { message: format!("{value} used before it is defined") })
+}
+
+/// The init value of a reduction of `dtype` with `kind`, as a 0-d constant appended to `block`.
+fn init_value<'c, 'a>(
+    context: &'c Context,
+    block: &'a Block<'c>,
+    kind: ReduceKind,
+    dtype: DType,
+    location: Location<'c>,
+) -> Result<Value<'c, 'a>, Error> {
+    let identity = match (kind, dtype) {
+        // `identity` gives `true`, which is 1 once converted; a bitwise `and` over integers needs
+        // every bit set (-1, or 255 for u8, which the conversion wraps to).
+        (ReduceKind::And, dtype) if dtype.is_integer() => Scalar::Int(-1),
+        _ => kind.identity(dtype),
+    };
+    let constant = ops::constant(context, &Literal::scalar(dtype, identity), location)?;
+    let defined = block.append_operation(constant);
+    defined.result(0).map(Into::into).map_err(|error| internal("reading an op result", error))
+}
+
+/// The StableHLO op of one node (appending a reduction's init constant to `block` first).
+fn lower_node<'c>(
+    context: &'c Context,
+    graph: &Graph,
+    block: &Block<'c>,
+    node: &Node,
+    operands: &[Value<'c, '_>],
+    result_type: &TensorType,
+) -> Result<Operation<'c>, Error> {
+    let loc = location(context, &node.loc);
+    let result = tensor_type(context, result_type)?;
+    let operand_dtype = || graph.ty(node.operands[0]).dtype;
+    match &node.op {
+        Op::Constant(literal) => ops::constant(context, literal, loc),
+        Op::Iota { dimension, .. } => ops::iota(context, *dimension, result, loc),
+        Op::Unary(op) => ops::unary_builder(*op)(operands[0], result, loc),
+        Op::Binary(op) => ops::binary_builder(*op)(operands[0], operands[1], result, loc),
+        Op::Compare(direction) => {
+            ops::compare(context, operands[0], operands[1], *direction, operand_dtype(), result, loc)
+        }
+        Op::Select => ops::select(operands[0], operands[1], operands[2], result, loc),
+        Op::Clamp => ops::clamp(operands[0], operands[1], operands[2], result, loc),
+        Op::Convert(_) => ops::convert(operands[0], result, loc),
+        Op::Reshape(_) => ops::reshape(operands[0], result, loc),
+        Op::Transpose(permutation) => ops::transpose(context, operands[0], permutation, result, loc),
+        Op::BroadcastInDim { dims, .. } => ops::broadcast_in_dim(context, operands[0], dims, result, loc),
+        Op::Slice { start, limit, strides } => ops::slice(context, operands[0], start, limit, strides, result, loc),
+        Op::Concatenate(dimension) => ops::concatenate(context, operands, *dimension, result, loc),
+        Op::Pad { low, high, interior } => {
+            ops::pad(context, operands[0], operands[1], low, high, interior, result, loc)
+        }
+        Op::DotGeneral(dims) => ops::dot_general(context, operands[0], operands[1], dims, result, loc),
+        Op::Reduce { kind, dimensions } => {
+            let dtype = operand_dtype();
+            let init = init_value(context, block, *kind, dtype, loc)?;
+            let scalar = tensor_of(context, dtype, &[])?;
+            ops::reduce(context, operands[0], init, dimensions, kind.combiner(), scalar, result, loc)
+        }
+        Op::ReduceWindow { kind, window } => {
+            let dtype = operand_dtype();
+            let init = init_value(context, block, *kind, dtype, loc)?;
+            let scalar = tensor_of(context, dtype, &[])?;
+            ops::reduce_window(context, operands[0], init, window, kind.combiner(), scalar, result, loc)
+        }
+        Op::Convolution(dims) => ops::convolution(context, operands[0], operands[1], dims, result, loc),
+        Op::Gather(dims) => ops::gather(context, operands[0], operands[1], dims, result, loc),
+        Op::Scatter(dims) => {
+            let scalar = tensor_of(context, operand_dtype(), &[])?;
+            ops::scatter(context, operands[0], operands[1], operands[2], dims, scalar, result, loc)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use melior::ir::r#type::RankedTensorType;
+
+    use super::*;
+
+    /// Valid graphs never fail MLIR verification, so this builds a broken module by hand: the
+    /// function promises `tensor<3xf32>` and returns a `tensor<2xf32>`.
+    #[test]
+    fn verifier_diagnostics_become_the_error_message() {
+        let session = Session::new();
+        let context = session.context();
+        let f32_type = Type::float32(context);
+        let two: Type = RankedTensorType::new(&[2], f32_type, None).into();
+        let three: Type = RankedTensorType::new(&[3], f32_type, None).into();
+        let location = Location::name(context, "broken", Location::unknown(context));
+        let block = Block::new(&[(two, location)]);
+        let argument = block.argument(0).unwrap().into();
+        block.append_operation(func::r#return(&[argument], location));
+        let region = Region::new();
+        region.append_block(block);
+        let signature = FunctionType::new(context, &[two], &[three]);
+        let main = func::func(
+            context,
+            StringAttribute::new(context, "main"),
+            TypeAttribute::new(signature.into()),
+            region,
+            &[],
+            location,
+        );
+        let module = Module::new(location);
+        module.body().append_operation(main);
+        let error = verify(&module, &session).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "MLIR verification failed: loc(\"broken\"): type of return operand 0 ('tensor<2xf32>') doesn't match \
+             function result type ('tensor<3xf32>') in function @main\n  note: see current operation: \
+             \"func.return\"(%arg0) : (tensor<2xf32>) -> ()"
+        );
+    }
+}

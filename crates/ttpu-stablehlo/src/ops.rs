@@ -1,0 +1,622 @@
+//! One typed builder per StableHLO op, each creating the op in generic form with melior's
+//! `OperationBuilder`.
+//!
+//! Attribute names and formats follow the current StableHLO dialect (`StablehloOps.td`,
+//! `StablehloAttrs.td`): index lists are `array<i64: ...>` (`DenseI64ArrayAttr`), paddings
+//! are `dense<[[lo, hi], ...]> : tensor<Nx2xi64>`, scalars are `i64` integer attributes and
+//! flags are `BoolAttr`s. StableHLO's own structured attributes (`#stablehlo.dot<...>`,
+//! `#stablehlo.conv<...>`, `#stablehlo.gather<...>`, `#stablehlo.scatter<...>`,
+//! `#stablehlo<comparison_direction ...>`) have no builder without the dialect, so each is
+//! spelled once, in the builder of the op that needs it, and parsed as an opaque dialect
+//! attribute that MLIR prints back verbatim. Their struct fields mirror StableHLO's printer:
+//! empty lists are omitted, which also keeps the text readable by parsers that predate the
+//! batching-dims fields.
+
+use melior::Context;
+use melior::ir::attribute::{BoolAttribute, DenseElementsAttribute, DenseI64ArrayAttribute, IntegerAttribute};
+use melior::ir::operation::OperationBuilder;
+use melior::ir::r#type::{IntegerType, RankedTensorType};
+use melior::ir::{
+    Attribute, Block, BlockLike, Identifier, Location, Operation, OperationRef, Region, RegionLike, Type, Value,
+};
+use ttpu_ir::{
+    BinaryOp, CompareDirection, ConvDims, DType, DotDims, GatherDims, Literal, ScatterDims, UnaryOp, Window,
+};
+
+use crate::Error;
+use crate::types::dense_literal;
+
+/// The signature shared by the builders of one-operand elementwise ops.
+pub(crate) type UnaryBuilder = for<'c, 'a> fn(Value<'c, 'a>, Type<'c>, Location<'c>) -> Result<Operation<'c>, Error>;
+
+/// The signature shared by the builders of two-operand elementwise ops.
+pub(crate) type BinaryBuilder =
+    for<'c, 'a> fn(Value<'c, 'a>, Value<'c, 'a>, Type<'c>, Location<'c>) -> Result<Operation<'c>, Error>;
+
+/// Wraps a melior failure, which can only come from a bug here (never from a valid graph).
+pub(crate) fn internal(what: &str, error: impl std::fmt::Display) -> Error {
+    Error::Internal { message: format!("{what}: {error}") }
+}
+
+/// Creates `name` with everything given; the single place ops are created.
+fn build<'c>(
+    name: &str,
+    location: Location<'c>,
+    operands: &[Value<'c, '_>],
+    results: &[Type<'c>],
+    attributes: &[(Identifier<'c>, Attribute<'c>)],
+    regions: Vec<Region<'c>>,
+) -> Result<Operation<'c>, Error> {
+    OperationBuilder::new(name, location)
+        .add_operands(operands)
+        .add_results(results)
+        .add_attributes(attributes)
+        .add_regions_vec(regions)
+        .build()
+        .map_err(|error| internal(&format!("creating `{name}`"), error))
+}
+
+/// A named attribute.
+fn named<'c>(context: &'c Context, name: &str, attribute: impl Into<Attribute<'c>>) -> (Identifier<'c>, Attribute<'c>) {
+    (Identifier::new(context, name), attribute.into())
+}
+
+/// `N : i64`.
+fn i64_attr(context: &Context, value: i64) -> Attribute<'_> {
+    IntegerAttribute::new(IntegerType::new(context, 64).into(), value).into()
+}
+
+/// `array<i64: ...>`.
+fn i64_array<'c>(context: &'c Context, values: &[i64]) -> Attribute<'c> {
+    DenseI64ArrayAttribute::new(context, values).into()
+}
+
+/// `true` / `false`.
+fn bool_attr(context: &Context, value: bool) -> Attribute<'_> {
+    BoolAttribute::new(context, value).into()
+}
+
+/// `dense<[[lo, hi], ...]> : tensor<Nx2xi64>`, StableHLO's padding format.
+fn padding_attr<'c>(context: &'c Context, padding: &[(i64, i64)]) -> Attribute<'c> {
+    let rows = padding.len() as u64;
+    let ty = RankedTensorType::new(&[rows, 2], IntegerType::new(context, 64).into(), None).into();
+    let values: Vec<i64> = padding.iter().flat_map(|&(low, high)| [low, high]).collect();
+    DenseElementsAttribute::i64_values(ty, &values).into()
+}
+
+/// Parses a StableHLO attribute spelled by one of the builders below.
+fn opaque<'c>(context: &'c Context, text: &str) -> Result<Attribute<'c>, Error> {
+    Attribute::parse(context, text).ok_or_else(|| Error::Internal { message: format!("MLIR did not parse `{text}`") })
+}
+
+/// `[0, 1]`, the list syntax inside StableHLO struct attributes.
+fn dim_list(dims: &[i64]) -> String {
+    let items: Vec<String> = dims.iter().map(i64::to_string).collect();
+    format!("[{}]", items.join(", "))
+}
+
+/// Appends `name = [..]` to a struct attribute body unless `dims` is empty (as StableHLO's
+/// printer does).
+fn push_dims(fields: &mut Vec<String>, name: &str, dims: &[i64]) {
+    if !dims.is_empty() {
+        fields.push(format!("{name} = {}", dim_list(dims)));
+    }
+}
+
+/// The first result of an op just appended to a block.
+fn result<'c, 'a>(operation: OperationRef<'c, 'a>) -> Result<Value<'c, 'a>, Error> {
+    operation.result(0).map(Into::into).map_err(|error| internal("reading an op result", error))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Nullary ops.
+// ---------------------------------------------------------------------------------------------
+
+/// `stablehlo.constant` holding `literal` (of its own type).
+pub(crate) fn constant<'c>(
+    context: &'c Context,
+    literal: &Literal,
+    location: Location<'c>,
+) -> Result<Operation<'c>, Error> {
+    let value = dense_literal(context, literal)?;
+    let ty = crate::types::tensor_of(context, literal.dtype(), literal.dims())?;
+    build("stablehlo.constant", location, &[], &[ty], &[named(context, "value", value)], Vec::new())
+}
+
+/// `stablehlo.iota` counting along `dimension`.
+pub(crate) fn iota<'c>(
+    context: &'c Context,
+    dimension: i64,
+    result: Type<'c>,
+    location: Location<'c>,
+) -> Result<Operation<'c>, Error> {
+    let attributes = [named(context, "iota_dimension", i64_attr(context, dimension))];
+    build("stablehlo.iota", location, &[], &[result], &attributes, Vec::new())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Elementwise ops without attributes: one builder each, generated.
+// ---------------------------------------------------------------------------------------------
+
+macro_rules! unary_builders {
+    ($($name:ident),* $(,)?) => {$(
+        #[doc = concat!("`stablehlo.", stringify!($name), "`.")]
+        pub(crate) fn $name<'c>(
+            operand: Value<'c, '_>,
+            result: Type<'c>,
+            location: Location<'c>,
+        ) -> Result<Operation<'c>, Error> {
+            build(concat!("stablehlo.", stringify!($name)), location, &[operand], &[result], &[], Vec::new())
+        }
+    )*};
+}
+
+macro_rules! binary_builders {
+    ($($name:ident),* $(,)?) => {$(
+        #[doc = concat!("`stablehlo.", stringify!($name), "`.")]
+        pub(crate) fn $name<'c, 'a>(
+            lhs: Value<'c, 'a>,
+            rhs: Value<'c, 'a>,
+            result: Type<'c>,
+            location: Location<'c>,
+        ) -> Result<Operation<'c>, Error> {
+            build(concat!("stablehlo.", stringify!($name)), location, &[lhs, rhs], &[result], &[], Vec::new())
+        }
+    )*};
+}
+
+unary_builders!(
+    abs,
+    negate,
+    exponential,
+    exponential_minus_one,
+    log,
+    log_plus_one,
+    sqrt,
+    rsqrt,
+    cbrt,
+    tanh,
+    logistic,
+    sine,
+    cosine,
+    tan,
+    floor,
+    ceil,
+    round_nearest_even,
+    round_nearest_afz,
+    sign,
+    not,
+    is_finite,
+    convert,
+    reshape,
+);
+
+binary_builders!(
+    add,
+    subtract,
+    multiply,
+    divide,
+    remainder,
+    power,
+    maximum,
+    minimum,
+    atan2,
+    and,
+    or,
+    xor,
+    shift_left,
+    shift_right_arithmetic,
+    shift_right_logical,
+);
+
+/// The builder of an IR unary op.
+pub(crate) fn unary_builder(op: UnaryOp) -> UnaryBuilder {
+    match op {
+        UnaryOp::Abs => abs,
+        UnaryOp::Negate => negate,
+        UnaryOp::Exponential => exponential,
+        UnaryOp::ExponentialMinusOne => exponential_minus_one,
+        UnaryOp::Log => log,
+        UnaryOp::LogPlusOne => log_plus_one,
+        UnaryOp::Sqrt => sqrt,
+        UnaryOp::Rsqrt => rsqrt,
+        UnaryOp::Cbrt => cbrt,
+        UnaryOp::Tanh => tanh,
+        UnaryOp::Logistic => logistic,
+        UnaryOp::Sine => sine,
+        UnaryOp::Cosine => cosine,
+        UnaryOp::Tan => tan,
+        UnaryOp::Floor => floor,
+        UnaryOp::Ceil => ceil,
+        UnaryOp::RoundNearestEven => round_nearest_even,
+        UnaryOp::RoundNearestAfz => round_nearest_afz,
+        UnaryOp::Sign => sign,
+        UnaryOp::Not => not,
+        UnaryOp::IsFinite => is_finite,
+    }
+}
+
+/// The builder of an IR binary op.
+pub(crate) fn binary_builder(op: BinaryOp) -> BinaryBuilder {
+    match op {
+        BinaryOp::Add => add,
+        BinaryOp::Subtract => subtract,
+        BinaryOp::Multiply => multiply,
+        BinaryOp::Divide => divide,
+        BinaryOp::Remainder => remainder,
+        BinaryOp::Power => power,
+        BinaryOp::Maximum => maximum,
+        BinaryOp::Minimum => minimum,
+        BinaryOp::Atan2 => atan2,
+        BinaryOp::And => and,
+        BinaryOp::Or => or,
+        BinaryOp::Xor => xor,
+        BinaryOp::ShiftLeft => shift_left,
+        BinaryOp::ShiftRightArithmetic => shift_right_arithmetic,
+        BinaryOp::ShiftRightLogical => shift_right_logical,
+    }
+}
+
+/// `stablehlo.return`, the terminator of combiner regions.
+pub(crate) fn r#return<'c>(values: &[Value<'c, '_>], location: Location<'c>) -> Result<Operation<'c>, Error> {
+    build("stablehlo.return", location, values, &[], &[], Vec::new())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Elementwise ops with attributes or three operands.
+// ---------------------------------------------------------------------------------------------
+
+/// `stablehlo.compare` of operands of `operand_dtype`.
+///
+/// `compare_type` is explicit so XLA never guesses: `FLOAT` (IEEE, NaN compares unordered, as
+/// PyTorch does) for floats, `SIGNED` for signed integers, `UNSIGNED` for `u8` and `bool`.
+pub(crate) fn compare<'c>(
+    context: &'c Context,
+    lhs: Value<'c, '_>,
+    rhs: Value<'c, '_>,
+    direction: CompareDirection,
+    operand_dtype: DType,
+    result: Type<'c>,
+    location: Location<'c>,
+) -> Result<Operation<'c>, Error> {
+    let compare_type = if operand_dtype.is_float() {
+        "FLOAT"
+    } else if operand_dtype.is_signed_integer() {
+        "SIGNED"
+    } else {
+        "UNSIGNED"
+    };
+    let attributes = [
+        named(
+            context,
+            "comparison_direction",
+            opaque(context, &format!("#stablehlo<comparison_direction {}>", direction.mnemonic()))?,
+        ),
+        named(context, "compare_type", opaque(context, &format!("#stablehlo<comparison_type {compare_type}>"))?),
+    ];
+    build("stablehlo.compare", location, &[lhs, rhs], &[result], &attributes, Vec::new())
+}
+
+/// `stablehlo.select(pred, on_true, on_false)`.
+pub(crate) fn select<'c>(
+    pred: Value<'c, '_>,
+    on_true: Value<'c, '_>,
+    on_false: Value<'c, '_>,
+    result: Type<'c>,
+    location: Location<'c>,
+) -> Result<Operation<'c>, Error> {
+    build("stablehlo.select", location, &[pred, on_true, on_false], &[result], &[], Vec::new())
+}
+
+/// `stablehlo.clamp(min, operand, max)`.
+pub(crate) fn clamp<'c>(
+    min: Value<'c, '_>,
+    operand: Value<'c, '_>,
+    max: Value<'c, '_>,
+    result: Type<'c>,
+    location: Location<'c>,
+) -> Result<Operation<'c>, Error> {
+    build("stablehlo.clamp", location, &[min, operand, max], &[result], &[], Vec::new())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Layout ops.
+// ---------------------------------------------------------------------------------------------
+
+/// `stablehlo.transpose`: result dim `i` is operand dim `permutation[i]`.
+pub(crate) fn transpose<'c>(
+    context: &'c Context,
+    operand: Value<'c, '_>,
+    permutation: &[i64],
+    result: Type<'c>,
+    location: Location<'c>,
+) -> Result<Operation<'c>, Error> {
+    let attributes = [named(context, "permutation", i64_array(context, permutation))];
+    build("stablehlo.transpose", location, &[operand], &[result], &attributes, Vec::new())
+}
+
+/// `stablehlo.broadcast_in_dim`: operand dim `i` becomes result dim `dims[i]`.
+pub(crate) fn broadcast_in_dim<'c>(
+    context: &'c Context,
+    operand: Value<'c, '_>,
+    dims: &[i64],
+    result: Type<'c>,
+    location: Location<'c>,
+) -> Result<Operation<'c>, Error> {
+    let attributes = [named(context, "broadcast_dimensions", i64_array(context, dims))];
+    build("stablehlo.broadcast_in_dim", location, &[operand], &[result], &attributes, Vec::new())
+}
+
+/// `stablehlo.slice` with static start, limit and strides.
+pub(crate) fn slice<'c>(
+    context: &'c Context,
+    operand: Value<'c, '_>,
+    start: &[i64],
+    limit: &[i64],
+    strides: &[i64],
+    result: Type<'c>,
+    location: Location<'c>,
+) -> Result<Operation<'c>, Error> {
+    let attributes = [
+        named(context, "start_indices", i64_array(context, start)),
+        named(context, "limit_indices", i64_array(context, limit)),
+        named(context, "strides", i64_array(context, strides)),
+    ];
+    build("stablehlo.slice", location, &[operand], &[result], &attributes, Vec::new())
+}
+
+/// `stablehlo.concatenate` along `dimension`.
+pub(crate) fn concatenate<'c>(
+    context: &'c Context,
+    operands: &[Value<'c, '_>],
+    dimension: i64,
+    result: Type<'c>,
+    location: Location<'c>,
+) -> Result<Operation<'c>, Error> {
+    let attributes = [named(context, "dimension", i64_attr(context, dimension))];
+    build("stablehlo.concatenate", location, operands, &[result], &attributes, Vec::new())
+}
+
+/// `stablehlo.pad(operand, padding_value)`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn pad<'c>(
+    context: &'c Context,
+    operand: Value<'c, '_>,
+    padding_value: Value<'c, '_>,
+    low: &[i64],
+    high: &[i64],
+    interior: &[i64],
+    result: Type<'c>,
+    location: Location<'c>,
+) -> Result<Operation<'c>, Error> {
+    let attributes = [
+        named(context, "edge_padding_low", i64_array(context, low)),
+        named(context, "edge_padding_high", i64_array(context, high)),
+        named(context, "interior_padding", i64_array(context, interior)),
+    ];
+    build("stablehlo.pad", location, &[operand, padding_value], &[result], &attributes, Vec::new())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Contractions and reductions.
+// ---------------------------------------------------------------------------------------------
+
+/// `stablehlo.dot_general` with `#stablehlo.dot<...>` dimension numbers.
+pub(crate) fn dot_general<'c>(
+    context: &'c Context,
+    lhs: Value<'c, '_>,
+    rhs: Value<'c, '_>,
+    dims: &DotDims,
+    result: Type<'c>,
+    location: Location<'c>,
+) -> Result<Operation<'c>, Error> {
+    let mut fields = Vec::new();
+    push_dims(&mut fields, "lhs_batching_dimensions", &dims.lhs_batch);
+    push_dims(&mut fields, "rhs_batching_dimensions", &dims.rhs_batch);
+    push_dims(&mut fields, "lhs_contracting_dimensions", &dims.lhs_contracting);
+    push_dims(&mut fields, "rhs_contracting_dimensions", &dims.rhs_contracting);
+    let numbers = opaque(context, &format!("#stablehlo.dot<{}>", fields.join(", ")))?;
+    let attributes = [named(context, "dot_dimension_numbers", numbers)];
+    build("stablehlo.dot_general", location, &[lhs, rhs], &[result], &attributes, Vec::new())
+}
+
+/// A combiner region `(tensor<T>, tensor<T>) -> tensor<T>` for reductions and scatter:
+/// `combiner(acc, x)`, or just the second argument when `combiner` is `None` (scatter's
+/// overwrite).
+fn combiner_region<'c>(
+    combiner: Option<BinaryOp>,
+    scalar: Type<'c>,
+    location: Location<'c>,
+) -> Result<Region<'c>, Error> {
+    let block = Block::new(&[(scalar, location), (scalar, location)]);
+    {
+        let argument = |index: usize| -> Result<Value<'c, '_>, Error> {
+            block.argument(index).map(Into::into).map_err(|error| internal("reading a block argument", error))
+        };
+        let (lhs, rhs) = (argument(0)?, argument(1)?);
+        let value = match combiner {
+            Some(op) => result(block.append_operation(binary_builder(op)(lhs, rhs, scalar, location)?))?,
+            None => rhs,
+        };
+        block.append_operation(r#return(&[value], location)?);
+    }
+    let region = Region::new();
+    region.append_block(block);
+    Ok(region)
+}
+
+/// `stablehlo.reduce` of one operand over `dimensions`, combining with `combiner` from
+/// `init` (a 0-d tensor of type `scalar`).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn reduce<'c>(
+    context: &'c Context,
+    operand: Value<'c, '_>,
+    init: Value<'c, '_>,
+    dimensions: &[i64],
+    combiner: BinaryOp,
+    scalar: Type<'c>,
+    result: Type<'c>,
+    location: Location<'c>,
+) -> Result<Operation<'c>, Error> {
+    let attributes = [named(context, "dimensions", i64_array(context, dimensions))];
+    let body = combiner_region(Some(combiner), scalar, location)?;
+    build("stablehlo.reduce", location, &[operand, init], &[result], &attributes, vec![body])
+}
+
+/// `stablehlo.reduce_window` of one operand; padding is filled with `init`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn reduce_window<'c>(
+    context: &'c Context,
+    operand: Value<'c, '_>,
+    init: Value<'c, '_>,
+    window: &Window,
+    combiner: BinaryOp,
+    scalar: Type<'c>,
+    result: Type<'c>,
+    location: Location<'c>,
+) -> Result<Operation<'c>, Error> {
+    let attributes = [
+        named(context, "window_dimensions", i64_array(context, &window.dimensions)),
+        named(context, "window_strides", i64_array(context, &window.strides)),
+        named(context, "base_dilations", i64_array(context, &window.base_dilations)),
+        named(context, "window_dilations", i64_array(context, &window.window_dilations)),
+        named(context, "padding", padding_attr(context, &window.padding)),
+    ];
+    let body = combiner_region(Some(combiner), scalar, location)?;
+    build("stablehlo.reduce_window", location, &[operand, init], &[result], &attributes, vec![body])
+}
+
+/// One side of `#stablehlo.conv<...>`, as StableHLO's printer writes it: a letter for the
+/// batch/feature dims, the spatial index for spatial dims and `?` for a dim nothing names.
+fn conv_layout(first: (i64, char), second: (i64, char), spatial: &[i64]) -> Result<String, Error> {
+    let bad = |dim: i64| Error::Internal { message: format!("convolution dim {dim} is negative") };
+    let rank = spatial
+        .iter()
+        .chain([&first.0, &second.0])
+        .map(|&dim| usize::try_from(dim).map(|dim| dim + 1).map_err(|_| bad(dim)))
+        .try_fold(0usize, |rank, dim| dim.map(|dim| rank.max(dim)))?;
+    let mut layout = vec![String::from("?"); rank];
+    for (dim, letter) in [first, second] {
+        layout[dim as usize] = letter.to_string();
+    }
+    for (index, &dim) in spatial.iter().enumerate() {
+        layout[dim as usize] = index.to_string();
+    }
+    Ok(format!("[{}]", layout.join(", ")))
+}
+
+/// `stablehlo.convolution` with `#stablehlo.conv<[b, f, 0, 1]x[o, i, 0, 1]->[b, f, 0, 1]>`
+/// dimension numbers.
+pub(crate) fn convolution<'c>(
+    context: &'c Context,
+    input: Value<'c, '_>,
+    kernel: Value<'c, '_>,
+    dims: &ConvDims,
+    result: Type<'c>,
+    location: Location<'c>,
+) -> Result<Operation<'c>, Error> {
+    let mut numbers = String::from("#stablehlo.conv<");
+    numbers.push_str(&conv_layout((dims.input_batch, 'b'), (dims.input_feature, 'f'), &dims.input_spatial)?);
+    numbers.push('x');
+    numbers.push_str(&conv_layout(
+        (dims.kernel_output_feature, 'o'),
+        (dims.kernel_input_feature, 'i'),
+        &dims.kernel_spatial,
+    )?);
+    numbers.push_str("->");
+    numbers.push_str(&conv_layout((dims.output_batch, 'b'), (dims.output_feature, 'f'), &dims.output_spatial)?);
+    numbers.push('>');
+    let attributes = [
+        named(context, "dimension_numbers", opaque(context, &numbers)?),
+        named(context, "window_strides", i64_array(context, &dims.window_strides)),
+        named(context, "padding", padding_attr(context, &dims.padding)),
+        named(context, "lhs_dilation", i64_array(context, &dims.lhs_dilation)),
+        named(context, "rhs_dilation", i64_array(context, &dims.rhs_dilation)),
+        named(context, "feature_group_count", i64_attr(context, dims.feature_group_count)),
+        named(context, "batch_group_count", i64_attr(context, dims.batch_group_count)),
+    ];
+    build("stablehlo.convolution", location, &[input, kernel], &[result], &attributes, Vec::new())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Gather and scatter.
+// ---------------------------------------------------------------------------------------------
+
+/// `stablehlo.gather` with `#stablehlo.gather<...>` dimension numbers.
+pub(crate) fn gather<'c>(
+    context: &'c Context,
+    operand: Value<'c, '_>,
+    start_indices: Value<'c, '_>,
+    dims: &GatherDims,
+    result: Type<'c>,
+    location: Location<'c>,
+) -> Result<Operation<'c>, Error> {
+    let mut fields = Vec::new();
+    push_dims(&mut fields, "offset_dims", &dims.offset_dims);
+    push_dims(&mut fields, "collapsed_slice_dims", &dims.collapsed_slice_dims);
+    push_dims(&mut fields, "operand_batching_dims", &dims.operand_batching_dims);
+    push_dims(&mut fields, "start_indices_batching_dims", &dims.start_indices_batching_dims);
+    push_dims(&mut fields, "start_index_map", &dims.start_index_map);
+    fields.push(format!("index_vector_dim = {}", dims.index_vector_dim));
+    let numbers = opaque(context, &format!("#stablehlo.gather<{}>", fields.join(", ")))?;
+    let attributes = [
+        named(context, "dimension_numbers", numbers),
+        named(context, "slice_sizes", i64_array(context, &dims.slice_sizes)),
+        named(context, "indices_are_sorted", bool_attr(context, dims.indices_are_sorted)),
+    ];
+    build("stablehlo.gather", location, &[operand, start_indices], &[result], &attributes, Vec::new())
+}
+
+/// `stablehlo.scatter` with `#stablehlo.scatter<...>` dimension numbers; the update region
+/// returns the update (`Replace`) or combines it with the current value.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn scatter<'c>(
+    context: &'c Context,
+    operand: Value<'c, '_>,
+    scatter_indices: Value<'c, '_>,
+    updates: Value<'c, '_>,
+    dims: &ScatterDims,
+    scalar: Type<'c>,
+    result: Type<'c>,
+    location: Location<'c>,
+) -> Result<Operation<'c>, Error> {
+    let mut fields = Vec::new();
+    push_dims(&mut fields, "update_window_dims", &dims.update_window_dims);
+    push_dims(&mut fields, "inserted_window_dims", &dims.inserted_window_dims);
+    push_dims(&mut fields, "input_batching_dims", &dims.input_batching_dims);
+    push_dims(&mut fields, "scatter_indices_batching_dims", &dims.scatter_indices_batching_dims);
+    push_dims(&mut fields, "scatter_dims_to_operand_dims", &dims.scatter_dims_to_operand_dims);
+    fields.push(format!("index_vector_dim = {}", dims.index_vector_dim));
+    let numbers = opaque(context, &format!("#stablehlo.scatter<{}>", fields.join(", ")))?;
+    let attributes = [
+        named(context, "scatter_dimension_numbers", numbers),
+        named(context, "indices_are_sorted", bool_attr(context, dims.indices_are_sorted)),
+        named(context, "unique_indices", bool_attr(context, dims.unique_indices)),
+    ];
+    let combiner = match dims.kind {
+        ttpu_ir::ScatterKind::Replace => None,
+        ttpu_ir::ScatterKind::Combine(kind) => Some(kind.combiner()),
+    };
+    let region = combiner_region(combiner, scalar, location)?;
+    build("stablehlo.scatter", location, &[operand, scatter_indices, updates], &[result], &attributes, vec![region])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn conv_layout_matches_stablehlo_printer() {
+        assert_eq!(conv_layout((0, 'b'), (1, 'f'), &[2, 3]).unwrap(), "[b, f, 0, 1]");
+        assert_eq!(conv_layout((0, 'b'), (3, 'f'), &[1, 2]).unwrap(), "[b, 0, 1, f]");
+        assert_eq!(conv_layout((3, 'o'), (2, 'i'), &[0, 1]).unwrap(), "[0, 1, i, o]");
+        assert_eq!(conv_layout((0, 'b'), (2, 'f'), &[]).unwrap(), "[b, ?, f]");
+        assert!(conv_layout((-1, 'b'), (0, 'f'), &[]).is_err());
+    }
+
+    #[test]
+    fn dim_lists() {
+        assert_eq!(dim_list(&[]), "[]");
+        assert_eq!(dim_list(&[0, 2]), "[0, 2]");
+    }
+}

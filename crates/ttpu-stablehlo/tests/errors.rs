@@ -1,0 +1,105 @@
+//! Error paths, options and determinism of `lower`.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{at, input, lower};
+use ttpu_ir::{
+    BinaryOp, DType, Dim, EntityId, GraphBuilder, Literal, ReduceKind, Scalar, Shape, SymbolRange, TensorType, UnaryOp,
+    ValueId,
+};
+use ttpu_stablehlo::Error;
+
+#[test]
+fn symbolic_dims_are_refused_with_the_value_and_its_type() {
+    let mut b = GraphBuilder::new();
+    let s77: Arc<str> = b.graph_mut().symbols.declare("s77", SymbolRange { min: 2, max: None });
+    let ty = TensorType::new(DType::F32, Shape([Dim::Sym(s77), Dim::Static(16)].into_iter().collect()));
+    let x = b.input(ty, Some("x".into()));
+    let y = b.unary(UnaryOp::Tanh, x).unwrap();
+    let error = ttpu_stablehlo::lower(&b.finish(&[y])).unwrap_err();
+    assert!(matches!(error, Error::DynamicDims { .. }), "{error:?}");
+    assert_eq!(error.to_string(), "dynamic dims not supported yet: value %0 has type f32[s77, 16]");
+}
+
+#[test]
+fn ops_stablehlo_rejects_for_a_dtype_name_the_node() {
+    let mut b = GraphBuilder::new();
+    let u = input(&mut b, "u", DType::U8, &[3]);
+    at(&mut b, "abs_1", "aten.abs.default @ model.fx:3");
+    let y = b.unary(UnaryOp::Abs, u).unwrap();
+    let error = ttpu_stablehlo::lower(&b.finish(&[y])).unwrap_err();
+    assert_eq!(error.to_string(), "`abs` is not defined in StableHLO for u8[3] (node abs_1)");
+
+    let mut b = GraphBuilder::new();
+    let p = input(&mut b, "p", DType::Bool, &[3]);
+    let y = b.unary(UnaryOp::Negate, p).unwrap();
+    let error = ttpu_stablehlo::lower(&b.finish(&[y])).unwrap_err();
+    assert_eq!(error.to_string(), "`negate` is not defined in StableHLO for bool[3] (node node0)");
+}
+
+#[test]
+fn invalid_graphs_are_refused_before_mlir_sees_them() {
+    let mut b = GraphBuilder::new();
+    let x = input(&mut b, "x", DType::F32, &[2]);
+    let mut graph = b.finish(&[x]);
+    graph.outputs.push(<ValueId as EntityId>::new(7));
+    let error = ttpu_stablehlo::lower(&graph).unwrap_err();
+    assert!(matches!(error, Error::InvalidGraph(_)), "{error:?}");
+}
+
+/// A graph touching most builders, for byte-for-byte comparisons.
+fn mixed_graph() -> ttpu_ir::Graph {
+    let mut b = GraphBuilder::new();
+    let x = input(&mut b, "x", DType::F32, &[4, 8]);
+    let mut value = x;
+    for step in 0..20 {
+        at(&mut b, &format!("node_{step}"), "aten.mul.Tensor @ model.fx:1");
+        let constant = b.constant(Literal::splat(DType::F32, &[4, 8], Scalar::Float(step as f64 * 0.5)));
+        let product = b.binary(BinaryOp::Multiply, value, constant).unwrap();
+        value = b.unary(UnaryOp::Tanh, product).unwrap();
+    }
+    let total = b.reduce(value, ReduceKind::Sum, &[1]).unwrap();
+    b.finish(&[value, total])
+}
+
+#[test]
+fn lowering_is_deterministic() {
+    let graph = mixed_graph();
+    let first = lower(&graph);
+    assert_eq!(first, lower(&graph));
+    let options = ttpu_stablehlo::LowerOptions { debug_locations: true, ..Default::default() };
+    assert_eq!(
+        ttpu_stablehlo::lower_with(&graph, &options).unwrap(),
+        ttpu_stablehlo::lower_with(&graph, &options).unwrap()
+    );
+    // Contexts are per call, so concurrent lowerings cannot interfere.
+    let texts: Vec<String> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..4).map(|_| scope.spawn(|| lower(&graph))).collect();
+        handles.into_iter().map(|handle| handle.join().unwrap()).collect()
+    });
+    assert!(texts.iter().all(|text| *text == first));
+}
+
+#[test]
+fn locations_are_left_out_unless_asked_for() {
+    let graph = mixed_graph();
+    assert!(!lower(&graph).contains("loc("));
+    let options = ttpu_stablehlo::LowerOptions { debug_locations: true, ..Default::default() };
+    let text = ttpu_stablehlo::lower_with(&graph, &options).unwrap();
+    assert!(text.contains(r#"loc("node_19"(#loc"#), "{text}");
+    assert!(text.contains(r#"loc("aten.mul.Tensor @ model.fx:1")"#), "{text}");
+}
+
+#[test]
+fn big_constants_keep_every_byte() {
+    let mut b = GraphBuilder::new();
+    let values: Vec<Scalar> = (0..4096).map(|index| Scalar::Float(f64::from(index) * 0.25 - 7.0)).collect();
+    let literal = Literal::from_scalars(DType::BF16, &[64, 64], &values).unwrap();
+    let constant = b.constant(literal.clone());
+    let text = lower(&b.finish(&[constant]));
+    // MLIR prints large dense data as one hex string of the raw bytes.
+    let hex: String = literal.bytes().iter().map(|byte| format!("{byte:02X}")).collect();
+    assert!(text.contains(&format!("dense<\"0x{hex}\"> : tensor<64x64xbf16>")), "{text}");
+}
