@@ -259,6 +259,8 @@ impl ReduceKind {
             _ => 255,
         };
         match (self, dtype) {
+            // Bitwise `and` over integers needs every bit set: -1 in two's complement (255 for u8).
+            (ReduceKind::And, dtype) if dtype.is_integer() => Scalar::Int(-1),
             (ReduceKind::Sum, DType::Bool) | (ReduceKind::Or, _) => Scalar::Bool(false),
             (ReduceKind::Product, DType::Bool) | (ReduceKind::And, _) => Scalar::Bool(true),
             (ReduceKind::Sum, _) => Scalar::Int(0),

@@ -10,6 +10,13 @@ pub(super) fn unary(op: &Op, unary: UnaryOp, operand: &TensorType) -> InferResul
     if unary == UnaryOp::Not && operand.dtype.is_float() {
         return fail(op, format!("needs an integer or bool operand, found {operand}"));
     }
+    // StableHLO defines `abs` and `sign` on signed types only, and `negate` not on bool.
+    let unsigned = matches!(operand.dtype, DType::U8 | DType::Bool);
+    if (matches!(unary, UnaryOp::Abs | UnaryOp::Sign) && unsigned)
+        || (unary == UnaryOp::Negate && operand.dtype.is_bool())
+    {
+        return fail(op, format!("not defined for {}", operand.dtype));
+    }
     if unary == UnaryOp::IsFinite {
         return Ok(operand.with_dtype(DType::Bool));
     }

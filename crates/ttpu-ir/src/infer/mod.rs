@@ -11,7 +11,7 @@ mod reduce;
 
 use smallvec::SmallVec;
 
-use crate::{Dim, Op, TensorType};
+use crate::{DType, Dim, Op, TensorType};
 
 /// An op was applied to operands it does not accept.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -47,6 +47,7 @@ pub fn infer(op: &Op, operand_types: &[&TensorType]) -> Result<SmallVec<[TensorT
     }
     let ty = match op {
         Op::Constant(literal) => literal.ty(),
+        Op::Iota { dtype: DType::Bool, .. } => return fail(op, "not defined for bool"),
         Op::Iota { dimension, dtype, shape } => {
             check_dim(op, *dimension, shape.rank())?;
             TensorType::new(*dtype, shape.clone())
