@@ -1,6 +1,6 @@
 //! The syntax tree of a `.fx` file: `str(ep)` of a `torch.export.ExportedProgram`.
 //!
-//! The parser produces it without interpreting ATen names; the importer (`import.rs`) gives it
+//! The parser produces it without interpreting ATen names; the importer (`import/`) gives it
 //! meaning. Every item keeps its [`Span`] so errors found later still point into the source.
 
 use std::sync::Arc;

@@ -19,8 +19,7 @@ mod parser;
 
 pub use error::{Error, Location, Result};
 pub use import::{
-    ImportOptions, InputRole, ModelInput, ModelOutput, ModelSignature, Module, OutputRole, import,
-    supported_ops,
+    ImportOptions, InputRole, ModelInput, ModelOutput, ModelSignature, Module, OutputRole, import, supported_ops,
 };
 pub use parser::parse;
 

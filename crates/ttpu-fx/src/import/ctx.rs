@@ -1,0 +1,469 @@
+//! The state decompositions work in ([`Cx`]) and the helpers they share: error construction at the
+//! current node, IR-building wrappers that turn inference failures into [`Error::BadArguments`],
+//! broadcasting, dtype promotion of operands, scalar constants and dim normalisation.
+//!
+//! Keeping these here means each decomposition in `ops/` reads as the math it implements.
+
+use std::sync::Arc;
+
+use indexmap::IndexMap;
+use smallvec::SmallVec;
+use ttpu_ir::{
+    BinaryOp, CompareDirection, DType, Dim, DotDims, GraphBuilder, InferError, Literal, ReduceKind, Scalar, Shape,
+    SymbolRange, TensorType, UnaryOp, ValueId,
+};
+
+use super::promote::{self, Participant};
+use super::sym;
+use crate::ast::{Span, SymExpr};
+use crate::error::{Error, Location, Result};
+
+/// What a node of the `.fx` graph imported to.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Imported {
+    /// A tensor.
+    Tensor(ValueId),
+    /// The results of a multi-output op, selected with `getitem`.
+    Tuple(Vec<Imported>),
+    /// A symbolic int (`sym_size`), folded: a literal or an expression over unbound symbols.
+    SymInt(SymExpr),
+    /// A symbolic bool (a comparison of symbolic ints, for runtime asserts): its value when
+    /// every symbol involved has one.
+    SymBool(Option<bool>),
+    /// Nothing (`_assert_tensor_metadata` and other checks).
+    None,
+}
+
+/// Where errors of the node being imported point.
+#[derive(Clone, Debug)]
+pub(crate) struct Site {
+    /// The program's path, for messages.
+    pub path: Arc<str>,
+    /// The program's text, to turn spans into lines and columns.
+    pub source: Arc<str>,
+    /// The overload (`aten.add.Tensor`) or callee.
+    pub op: String,
+    /// The node's name.
+    pub node: String,
+    /// The callee's span (or the statement's, for nodes without a call).
+    pub span: Span,
+}
+
+impl Site {
+    /// The location of `span` in the program.
+    pub(crate) fn location(&self, span: Span) -> Location {
+        Location::new(&self.path, &self.source, span)
+    }
+
+    /// [`Error::BadArguments`] at the call.
+    pub(crate) fn bad(&self, message: impl Into<String>) -> Error {
+        Error::BadArguments {
+            at: self.location(self.span),
+            op: self.op.clone(),
+            node: self.node.clone(),
+            message: message.into(),
+        }
+    }
+
+    /// [`Error::DynamicDims`] at the call.
+    pub(crate) fn dynamic(&self, message: impl Into<String>) -> Error {
+        Error::DynamicDims { at: self.location(self.span), message: message.into() }
+    }
+}
+
+/// An operand of an elementwise op: a tensor or a Python number.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub(crate) enum Operand {
+    /// A tensor value.
+    Tensor(ValueId),
+    /// A Python number (a "wrapped number" in PyTorch's promotion).
+    Scalar(Scalar),
+}
+
+/// The decomposition context: the graph under construction and the current node's site.
+pub(crate) struct Cx<'a> {
+    /// The graph under construction.
+    pub b: GraphBuilder,
+    /// Where errors point.
+    pub site: Site,
+    /// Concrete sizes for symbols.
+    pub symbol_values: &'a IndexMap<String, i64>,
+}
+
+type Built = std::result::Result<ValueId, InferError>;
+
+/// The dtype PyTorch's CPU kernels compute in for `dtype` ("opmath"): `f32` for `f16`/`bf16`.
+pub(crate) fn opmath(dtype: DType) -> DType {
+    match dtype {
+        DType::F16 | DType::BF16 => DType::F32,
+        other => other,
+    }
+}
+
+impl Cx<'_> {
+    /// [`Error::BadArguments`] at the current node.
+    pub(crate) fn bad(&self, message: impl Into<String>) -> Error {
+        self.site.bad(message)
+    }
+
+    /// Wraps an IR inference failure as bad arguments of the current node.
+    pub(crate) fn ok(&self, built: Built) -> Result<ValueId> {
+        built.map_err(|error| self.bad(error.to_string()))
+    }
+
+    /// The type of `value`.
+    pub(crate) fn ty(&self, value: ValueId) -> TensorType {
+        self.b.ty(value).clone()
+    }
+
+    /// The dtype of `value`.
+    pub(crate) fn dtype(&self, value: ValueId) -> DType {
+        self.b.ty(value).dtype
+    }
+
+    /// The rank of `value`.
+    pub(crate) fn rank(&self, value: ValueId) -> usize {
+        self.b.ty(value).rank()
+    }
+
+    /// The shape of `value`.
+    pub(crate) fn shape(&self, value: ValueId) -> Shape {
+        self.b.ty(value).shape.clone()
+    }
+
+    /// Static sizes of `value`, or an error naming `what` needs them.
+    pub(crate) fn static_dims(&self, value: ValueId, what: &str) -> Result<SmallVec<[i64; 4]>> {
+        let ty = self.b.ty(value);
+        ty.shape.as_static().ok_or_else(|| self.site.dynamic(format!("{what} needs static dims, found {ty}")))
+    }
+
+    /// A static dim of `value`.
+    pub(crate) fn static_dim(&self, value: ValueId, dim: usize, what: &str) -> Result<i64> {
+        let ty = self.b.ty(value);
+        ty.shape[dim]
+            .as_static()
+            .ok_or_else(|| self.site.dynamic(format!("{what} needs dim {dim} of {ty} to be static")))
+    }
+
+    /// Normalises a PyTorch dim (negative counts from the end) for a tensor of rank `rank`.
+    /// Rank-0 tensors accept dims 0 and -1, as in PyTorch.
+    pub(crate) fn norm_dim(&self, dim: i64, rank: usize) -> Result<usize> {
+        let wrap = rank.max(1) as i64;
+        let index = if dim < 0 { dim + wrap } else { dim };
+        if index < 0 || index >= wrap {
+            return Err(self.bad(format!("dim {dim} is out of range for a tensor of rank {rank}")));
+        }
+        Ok(index as usize)
+    }
+
+    /// Normalises a list of dims; duplicates are an error.
+    pub(crate) fn norm_dims(&self, dims: &[i64], rank: usize) -> Result<Vec<usize>> {
+        let mut out = Vec::with_capacity(dims.len());
+        for &dim in dims {
+            let index = self.norm_dim(dim, rank)?;
+            if out.contains(&index) {
+                return Err(self.bad(format!("dim {dim} appears more than once in {dims:?}")));
+            }
+            out.push(index);
+        }
+        Ok(out)
+    }
+
+    /// The IR dim a symbolic size stands for (folded with the given symbol values).
+    pub(crate) fn dim_of(&mut self, expr: &SymExpr) -> Result<Dim> {
+        let folded = sym::fold(expr, self.symbol_values);
+        self.intern_dim(&folded).ok_or_else(|| {
+            self.site.dynamic(format!(
+                "the size `{}` is not a single symbol; give a value to {} (symbol_values)",
+                sym::Show(&folded),
+                sym::symbols(&folded).join(", ")
+            ))
+        })
+    }
+
+    /// The dim of a folded expression: a literal or a bare symbol (declared if it was not).
+    pub(crate) fn intern_dim(&mut self, folded: &SymExpr) -> Option<Dim> {
+        let symbols = &mut self.b.graph_mut().symbols;
+        sym::to_dim(folded, |name| {
+            // A symbol without a range constraint still needs a declaration for the verifier.
+            symbols.name(name).unwrap_or_else(|| symbols.declare(name, SymbolRange { min: 0, max: None }))
+        })
+    }
+
+    /// The shape for a list of symbolic sizes.
+    pub(crate) fn shape_of(&mut self, sizes: &[SymExpr]) -> Result<Shape> {
+        let mut dims = Vec::with_capacity(sizes.len());
+        for size in sizes {
+            let dim = self.dim_of(size)?;
+            if matches!(dim, Dim::Static(size) if size < 0) {
+                return Err(self.bad(format!("negative size {dim}")));
+            }
+            dims.push(dim);
+        }
+        Ok(dims.into_iter().collect())
+    }
+
+    // ---- IR building, with inference errors mapped to this node ----
+
+    /// A rank-0 constant.
+    pub(crate) fn scalar(&mut self, dtype: DType, value: Scalar) -> ValueId {
+        self.b.constant(Literal::scalar(dtype, value))
+    }
+
+    /// A constant literal.
+    pub(crate) fn literal(&mut self, literal: Literal) -> ValueId {
+        self.b.constant(literal)
+    }
+
+    /// `value` of `dtype`, broadcast to `shape` (a scalar constant when `shape` is rank 0).
+    pub(crate) fn splat(&mut self, dtype: DType, value: Scalar, shape: &Shape) -> Result<ValueId> {
+        let scalar = self.scalar(dtype, value);
+        self.broadcast_to(scalar, shape)
+    }
+
+    /// `value` of `like`'s dtype and shape.
+    pub(crate) fn splat_like(&mut self, like: ValueId, value: Scalar) -> Result<ValueId> {
+        let ty = self.ty(like);
+        self.splat(ty.dtype, value, &ty.shape)
+    }
+
+    pub(crate) fn unary(&mut self, op: UnaryOp, operand: ValueId) -> Result<ValueId> {
+        let built = self.b.unary(op, operand);
+        self.ok(built)
+    }
+
+    /// A binary op on operands of one type.
+    pub(crate) fn binary(&mut self, op: BinaryOp, lhs: ValueId, rhs: ValueId) -> Result<ValueId> {
+        let built = self.b.binary(op, lhs, rhs);
+        self.ok(built)
+    }
+
+    /// A binary op on operands of one dtype, broadcasting their shapes.
+    pub(crate) fn binary_bcast(&mut self, op: BinaryOp, lhs: ValueId, rhs: ValueId) -> Result<ValueId> {
+        let [lhs, rhs] = self.broadcast_all([lhs, rhs])?;
+        self.binary(op, lhs, rhs)
+    }
+
+    /// `value op scalar`, the scalar in `value`'s dtype.
+    pub(crate) fn binary_scalar(&mut self, op: BinaryOp, value: ValueId, scalar: Scalar) -> Result<ValueId> {
+        let constant = self.splat_like(value, scalar)?;
+        self.binary(op, value, constant)
+    }
+
+    pub(crate) fn compare(&mut self, direction: CompareDirection, lhs: ValueId, rhs: ValueId) -> Result<ValueId> {
+        let built = self.b.compare(direction, lhs, rhs);
+        self.ok(built)
+    }
+
+    pub(crate) fn select(&mut self, pred: ValueId, on_true: ValueId, on_false: ValueId) -> Result<ValueId> {
+        let built = self.b.select(pred, on_true, on_false);
+        self.ok(built)
+    }
+
+    /// Converts to `dtype`; no node when it already has it.
+    pub(crate) fn convert(&mut self, value: ValueId, dtype: DType) -> Result<ValueId> {
+        if self.dtype(value) == dtype {
+            return Ok(value);
+        }
+        let built = self.b.convert(value, dtype);
+        self.ok(built)
+    }
+
+    /// Reshapes; no node when the shape is unchanged.
+    pub(crate) fn reshape(&mut self, value: ValueId, shape: Shape) -> Result<ValueId> {
+        if self.b.ty(value).shape == shape {
+            return Ok(value);
+        }
+        let built = self.b.reshape(value, shape);
+        self.ok(built)
+    }
+
+    /// Transposes; no node for the identity permutation.
+    pub(crate) fn transpose(&mut self, value: ValueId, permutation: &[i64]) -> Result<ValueId> {
+        if permutation.iter().enumerate().all(|(index, &dim)| index as i64 == dim) {
+            return Ok(value);
+        }
+        let built = self.b.transpose(value, permutation);
+        self.ok(built)
+    }
+
+    pub(crate) fn broadcast_in_dim(&mut self, value: ValueId, dims: &[i64], shape: Shape) -> Result<ValueId> {
+        let built = self.b.broadcast_in_dim(value, dims, shape);
+        self.ok(built)
+    }
+
+    pub(crate) fn slice(&mut self, value: ValueId, start: &[i64], limit: &[i64], strides: &[i64]) -> Result<ValueId> {
+        let built = self.b.slice(value, start, limit, strides);
+        self.ok(built)
+    }
+
+    /// Slices dim `dim` only: `start..limit` step `stride`; no node when it takes everything.
+    pub(crate) fn slice_dim(
+        &mut self,
+        value: ValueId,
+        dim: usize,
+        start: i64,
+        limit: i64,
+        stride: i64,
+    ) -> Result<ValueId> {
+        let sizes = self.static_dims(value, "slicing")?;
+        if start == 0 && limit == sizes[dim] && (stride == 1 || sizes[dim] <= 1) {
+            return Ok(value);
+        }
+        let mut starts = vec![0; sizes.len()];
+        let mut limits = sizes.to_vec();
+        let mut strides = vec![1; sizes.len()];
+        starts[dim] = start;
+        limits[dim] = limit;
+        strides[dim] = stride;
+        self.slice(value, &starts, &limits, &strides)
+    }
+
+    pub(crate) fn concatenate(&mut self, values: &[ValueId], dimension: i64) -> Result<ValueId> {
+        let built = self.b.concatenate(values, dimension);
+        self.ok(built)
+    }
+
+    pub(crate) fn pad(
+        &mut self,
+        value: ValueId,
+        fill: ValueId,
+        low: &[i64],
+        high: &[i64],
+        interior: &[i64],
+    ) -> Result<ValueId> {
+        let built = self.b.pad(value, fill, low, high, interior);
+        self.ok(built)
+    }
+
+    pub(crate) fn dot_general(&mut self, lhs: ValueId, rhs: ValueId, dims: DotDims) -> Result<ValueId> {
+        let built = self.b.dot_general(lhs, rhs, dims);
+        self.ok(built)
+    }
+
+    /// Reduces `dims` (any order); no node when there is nothing to reduce.
+    pub(crate) fn reduce(&mut self, value: ValueId, kind: ReduceKind, dims: &[usize]) -> Result<ValueId> {
+        if dims.is_empty() {
+            return Ok(value);
+        }
+        let mut sorted: Vec<i64> = dims.iter().map(|&dim| dim as i64).collect();
+        sorted.sort_unstable();
+        let built = self.b.reduce(value, kind, &sorted);
+        self.ok(built)
+    }
+
+    /// Reduces `dims` and keeps them as size 1 when `keepdim`.
+    pub(crate) fn reduce_keep(
+        &mut self,
+        value: ValueId,
+        kind: ReduceKind,
+        dims: &[usize],
+        keepdim: bool,
+    ) -> Result<ValueId> {
+        let reduced = self.reduce(value, kind, dims)?;
+        if !keepdim {
+            return Ok(reduced);
+        }
+        let kept = keepdim_shape(&self.shape(value), dims);
+        self.reshape(reduced, kept)
+    }
+
+    // ---- broadcasting and promotion ----
+
+    /// Broadcasts `value` to `shape` (numpy rules: rank extension on the left, size-1 dims grow).
+    pub(crate) fn broadcast_to(&mut self, value: ValueId, shape: &Shape) -> Result<ValueId> {
+        let from = self.shape(value);
+        if &from == shape {
+            return Ok(value);
+        }
+        if from.rank() > shape.rank() {
+            return Err(self.bad(format!("cannot broadcast {} to {shape}", self.ty(value))));
+        }
+        let offset = shape.rank() - from.rank();
+        // Size-1 dims that meet a larger dim need no special handling: `broadcast_in_dim` expands them.
+        let dims: Vec<i64> = (offset..shape.rank()).map(|dim| dim as i64).collect();
+        self.broadcast_in_dim(value, &dims, shape.clone())
+    }
+
+    /// The broadcast shape of `shapes` (numpy rules), or bad arguments.
+    pub(crate) fn broadcast_shape(&self, shapes: &[Shape]) -> Result<Shape> {
+        let rank = shapes.iter().map(Shape::rank).max().unwrap_or(0);
+        let mut out: Vec<Dim> = vec![Dim::Static(1); rank];
+        for shape in shapes {
+            let offset = rank - shape.rank();
+            for (index, dim) in shape.dims().iter().enumerate() {
+                let slot = &mut out[offset + index];
+                if *dim == Dim::Static(1) || dim == slot {
+                    continue;
+                }
+                if *slot == Dim::Static(1) {
+                    *slot = dim.clone();
+                } else {
+                    let shown: Vec<String> = shapes.iter().map(ToString::to_string).collect();
+                    return Err(self.bad(format!("shapes {} do not broadcast", shown.join(", "))));
+                }
+            }
+        }
+        Ok(out.into_iter().collect())
+    }
+
+    /// Broadcasts every value to their common shape.
+    pub(crate) fn broadcast_all<const N: usize>(&mut self, values: [ValueId; N]) -> Result<[ValueId; N]> {
+        let shapes: Vec<Shape> = values.iter().map(|&value| self.shape(value)).collect();
+        let shape = self.broadcast_shape(&shapes)?;
+        let mut out = values;
+        for value in &mut out {
+            *value = self.broadcast_to(*value, &shape)?;
+        }
+        Ok(out)
+    }
+
+    /// How `operand` takes part in type promotion.
+    pub(crate) fn participant(&self, operand: Operand) -> Participant {
+        match operand {
+            Operand::Tensor(value) => {
+                let ty = self.b.ty(value);
+                if ty.rank() == 0 { Participant::ZeroDim(ty.dtype) } else { Participant::Dim(ty.dtype) }
+            }
+            Operand::Scalar(value) => Participant::Scalar(promote::scalar_category(value)),
+        }
+    }
+
+    /// `torch.result_type(*operands)`.
+    pub(crate) fn result_type(&self, operands: &[Operand]) -> DType {
+        let participants: Vec<Participant> = operands.iter().map(|&operand| self.participant(operand)).collect();
+        promote::result_type(&participants).unwrap_or(promote::DEFAULT_FLOAT)
+    }
+
+    /// Every operand as a tensor of `dtype`, broadcast to their common shape.
+    pub(crate) fn prepare<const N: usize>(&mut self, operands: [Operand; N], dtype: DType) -> Result<[ValueId; N]> {
+        let mut values = Vec::with_capacity(N);
+        for operand in operands {
+            values.push(match operand {
+                Operand::Tensor(value) => self.convert(value, dtype)?,
+                Operand::Scalar(value) => self.scalar(dtype, value),
+            });
+        }
+        let values: [ValueId; N] = values.try_into().expect("one value per operand");
+        self.broadcast_all(values)
+    }
+
+    /// Whether `operand` is a Python number or a zero-dim tensor: PyTorch's CPU kernels read such
+    /// an operand at full precision ("opmath") when the result is `f16`/`bf16`.
+    pub(crate) fn is_scalar_like(&self, operand: Operand) -> bool {
+        match operand {
+            Operand::Tensor(value) => self.rank(value) == 0,
+            Operand::Scalar(_) => true,
+        }
+    }
+}
+
+/// `shape` with `dims` set to 1.
+pub(crate) fn keepdim_shape(shape: &Shape, dims: &[usize]) -> Shape {
+    shape
+        .dims()
+        .iter()
+        .enumerate()
+        .map(|(index, dim)| if dims.contains(&index) { Dim::Static(1) } else { dim.clone() })
+        .collect()
+}

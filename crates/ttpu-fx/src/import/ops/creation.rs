@@ -1,0 +1,104 @@
+//! Tensor factories: `full`, `zeros`/`ones`/`empty` and their `_like`/`new_` forms,
+//! `scalar_tensor` and `arange`.
+//!
+//! Fills are a scalar constant broadcast to the shape, so large or symbolic shapes cost nothing.
+//! Dtypes follow PyTorch: an explicit `dtype`, else the `_like` tensor's, else from the fill value
+//! (bool, `i64` for ints, the default float for floats), else the default float. `empty` fills with
+//! zeros so results are deterministic.
+
+use ttpu_ir::{BinaryOp, DType, Scalar, Shape, TensorType};
+
+use super::elementwise::tensor;
+use crate::error::Result;
+use crate::import::args::Args;
+use crate::import::ctx::{Cx, Imported};
+use crate::import::promote::{DEFAULT_FLOAT, scalar_dtype};
+
+/// `full(size, fill_value)`.
+pub(super) fn full(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let shape = cx.shape_of(&args.sym_ints("size")?)?;
+    let value = args.scalar("fill_value")?;
+    let dtype = args.opt_dtype("dtype")?.unwrap_or(scalar_dtype(value));
+    tensor(cx.splat(dtype, value, &shape)?)
+}
+
+/// `full_like(self, fill_value)`.
+pub(super) fn full_like(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let like = cx.ty(args.tensor("self")?);
+    let value = args.scalar("fill_value")?;
+    let dtype = args.opt_dtype("dtype")?.unwrap_or(like.dtype);
+    tensor(cx.splat(dtype, value, &like.shape)?)
+}
+
+/// `zeros` / `ones` / `empty.memory_format` / `empty_strided`.
+pub(super) fn filled(cx: &mut Cx<'_>, args: &Args, value: i64) -> Result<Imported> {
+    let shape = cx.shape_of(&args.sym_ints("size")?)?;
+    let dtype = args.opt_dtype("dtype")?.unwrap_or(DEFAULT_FLOAT);
+    tensor(cx.splat(dtype, Scalar::Int(value), &shape)?)
+}
+
+/// `zeros_like` / `ones_like` / `empty_like`.
+pub(super) fn filled_like(cx: &mut Cx<'_>, args: &Args, value: i64) -> Result<Imported> {
+    let like = cx.ty(args.tensor("self")?);
+    let dtype = args.opt_dtype("dtype")?.unwrap_or(like.dtype);
+    tensor(cx.splat(dtype, Scalar::Int(value), &like.shape)?)
+}
+
+/// `new_zeros` / `new_ones` / `new_empty`: `self`'s dtype, the given size.
+pub(super) fn new_filled(cx: &mut Cx<'_>, args: &Args, value: i64) -> Result<Imported> {
+    let like = cx.dtype(args.tensor("self")?);
+    let shape = cx.shape_of(&args.sym_ints("size")?)?;
+    let dtype = args.opt_dtype("dtype")?.unwrap_or(like);
+    tensor(cx.splat(dtype, Scalar::Int(value), &shape)?)
+}
+
+/// `new_full(self, size, fill_value)`.
+pub(super) fn new_full(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let like = cx.dtype(args.tensor("self")?);
+    let shape = cx.shape_of(&args.sym_ints("size")?)?;
+    let value = args.scalar("fill_value")?;
+    let dtype = args.opt_dtype("dtype")?.unwrap_or(like);
+    tensor(cx.splat(dtype, value, &shape)?)
+}
+
+/// `scalar_tensor(s)`: a zero-dim tensor, the default float dtype unless given.
+pub(super) fn scalar_tensor(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let value = args.scalar("s")?;
+    let dtype = args.opt_dtype("dtype")?.unwrap_or(DEFAULT_FLOAT);
+    tensor(cx.splat(dtype, value, &Shape::scalar())?)
+}
+
+/// `arange(end)`, `arange(start, end)`, `arange(start, end, step)`.
+pub(super) fn arange(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let start = if args.has_param("start") { args.scalar("start")? } else { Scalar::Int(0) };
+    let end = args.scalar("end")?;
+    let step = if args.has_param("step") { args.scalar_or("step", Scalar::Int(1))? } else { Scalar::Int(1) };
+    let all_int = [start, end, step].iter().all(|value| !matches!(value, Scalar::Float(_)));
+    let dtype = args.opt_dtype("dtype")?.unwrap_or(if all_int { DType::I64 } else { DEFAULT_FLOAT });
+    let (first, last, stride) = (start.as_f64(), end.as_f64(), step.as_f64());
+    if stride == 0.0 || !first.is_finite() || !last.is_finite() || !stride.is_finite() {
+        return Err(cx.bad(format!("arange({start}, {end}, {step}) needs a finite range and a nonzero step")));
+    }
+    let length = ((last - first) / stride).ceil();
+    if length < 0.0 {
+        return Err(cx.bad(format!("arange({start}, {end}, {step}): the step's sign does not match the range")));
+    }
+    let length = length as i64;
+    let shape = Shape::from_static(&[length]);
+    if start.as_f64() == 0.0 && stride == 1.0 {
+        let iota = cx.b.iota(TensorType::new(dtype, shape), 0);
+        return tensor(cx.ok(iota)?);
+    }
+    // `start + i * step`, in i64 when everything is an integer, else in f64 as PyTorch's CPU
+    // kernel computes it, then one conversion to the result dtype.
+    let compute = if all_int { DType::I64 } else { DType::F64 };
+    let iota = cx.b.iota(TensorType::new(compute, shape), 0);
+    let mut values = cx.ok(iota)?;
+    if stride != 1.0 {
+        values = cx.binary_scalar(BinaryOp::Multiply, values, step)?;
+    }
+    if first != 0.0 {
+        values = cx.binary_scalar(BinaryOp::Add, values, start)?;
+    }
+    tensor(cx.convert(values, dtype)?)
+}

@@ -1,0 +1,526 @@
+//! Elementwise arithmetic, math, comparisons, selection and bitwise/logical ops.
+//!
+//! All follow the same shape: promote the operands with PyTorch's rules (`Cx::result_type`),
+//! convert and broadcast them explicitly, apply the IR op. For `f16`/`bf16` results the math runs
+//! in `f32` where PyTorch's CPU kernels do ("opmath": transcendental functions, and arithmetic with
+//! a Python scalar or zero-dim operand, which PyTorch reads at full precision).
+
+use ttpu_ir::{BinaryOp, CompareDirection, DType, Scalar, UnaryOp, ValueId};
+
+use crate::error::Result;
+use crate::import::args::Args;
+use crate::import::ctx::{Cx, Imported, Operand, opmath};
+use crate::import::promote::DEFAULT_FLOAT;
+
+/// Wraps a tensor result.
+pub(super) fn tensor(value: ValueId) -> Result<Imported> {
+    Ok(Imported::Tensor(value))
+}
+
+/// `lhs op rhs` computed as PyTorch would for result dtype `dtype`.
+pub(super) fn arith_in(cx: &mut Cx<'_>, op: BinaryOp, lhs: Operand, rhs: Operand, dtype: DType) -> Result<ValueId> {
+    let compute = if cx.is_scalar_like(lhs) || cx.is_scalar_like(rhs) { opmath(dtype) } else { dtype };
+    let [x, y] = cx.prepare([lhs, rhs], compute)?;
+    let result = cx.binary(op, x, y)?;
+    cx.convert(result, dtype)
+}
+
+/// `lhs op rhs` with PyTorch's promotion.
+pub(super) fn arith(cx: &mut Cx<'_>, op: BinaryOp, lhs: Operand, rhs: Operand) -> Result<ValueId> {
+    let dtype = cx.result_type(&[lhs, rhs]);
+    if dtype.is_bool() && matches!(op, BinaryOp::Subtract | BinaryOp::Divide | BinaryOp::Power | BinaryOp::Remainder) {
+        return Err(cx.bad(format!("`{}` is not defined for bool tensors", op.mnemonic())));
+    }
+    arith_in(cx, op, lhs, rhs, dtype)
+}
+
+/// `self op other` for the `self, other` overloads.
+pub(super) fn arith_args(cx: &mut Cx<'_>, args: &Args, op: BinaryOp) -> Result<Imported> {
+    let result = arith(cx, op, args.operand("self")?, args.operand("other")?)?;
+    tensor(result)
+}
+
+/// `add`/`sub`: `self ± alpha * other`.
+pub(super) fn add_sub(cx: &mut Cx<'_>, args: &Args, op: BinaryOp) -> Result<Imported> {
+    let (lhs, rhs) = (args.operand("self")?, args.operand("other")?);
+    let alpha = args.scalar_or("alpha", Scalar::Int(1))?;
+    tensor(add_scaled(cx, op, lhs, rhs, alpha)?)
+}
+
+/// `lhs op alpha * rhs` with `op` add or subtract, checking `alpha` like PyTorch.
+fn add_scaled(cx: &mut Cx<'_>, op: BinaryOp, lhs: Operand, rhs: Operand, alpha: Scalar) -> Result<ValueId> {
+    let dtype = cx.result_type(&[lhs, rhs]);
+    if op == BinaryOp::Subtract && dtype.is_bool() {
+        return Err(cx.bad("subtracting bool tensors is not supported; use `^` or logical_xor"));
+    }
+    if matches!(alpha, Scalar::Float(_)) && !dtype.is_float() {
+        return Err(cx.bad(format!("alpha must not be a float for a {dtype} result")));
+    }
+    if matches!(alpha, Scalar::Bool(_)) && !dtype.is_bool() {
+        return Err(cx.bad(format!("a bool alpha needs a bool result, not {dtype}")));
+    }
+    let scaled = alpha.as_f64() != 1.0;
+    let compute = if scaled || cx.is_scalar_like(lhs) || cx.is_scalar_like(rhs) { opmath(dtype) } else { dtype };
+    let [x, mut y] = cx.prepare([lhs, rhs], compute)?;
+    if scaled {
+        y = cx.binary_scalar(BinaryOp::Multiply, y, alpha)?;
+    }
+    let result = cx.binary(op, x, y)?;
+    cx.convert(result, dtype)
+}
+
+/// `rsub`: `other - alpha * self`.
+pub(super) fn rsub(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let (lhs, rhs) = (args.operand("self")?, args.operand("other")?);
+    let alpha = args.scalar_or("alpha", Scalar::Int(1))?;
+    tensor(add_scaled(cx, BinaryOp::Subtract, rhs, lhs, alpha)?)
+}
+
+/// `div` with `rounding_mode` None (true division), `trunc` or `floor`.
+pub(super) fn div(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let (lhs, rhs) = (args.operand("self")?, args.operand("other")?);
+    let mode = if args.has_param("rounding_mode") { args.opt_str("rounding_mode")?.map(str::to_owned) } else { None };
+    let dtype = cx.result_type(&[lhs, rhs]);
+    let result = match mode.as_deref() {
+        None => {
+            // True division of integers gives the default float dtype.
+            let out = if dtype.is_float() { dtype } else { DEFAULT_FLOAT };
+            arith_in(cx, BinaryOp::Divide, lhs, rhs, out)?
+        }
+        Some("trunc") => {
+            if dtype.is_bool() {
+                return Err(cx.bad("trunc division is not defined for bool tensors"));
+            }
+            let quotient = arith_in(cx, BinaryOp::Divide, lhs, rhs, dtype)?;
+            // Integer division already truncates; float quotients are truncated explicitly.
+            if dtype.is_float() { trunc(cx, quotient)? } else { quotient }
+        }
+        Some("floor") => floor_div(cx, lhs, rhs, dtype)?,
+        Some(other) => {
+            return Err(cx.bad(format!("rounding_mode must be None, 'trunc' or 'floor', found '{other}'")));
+        }
+    };
+    tensor(result)
+}
+
+/// `floor_divide`: division rounding toward negative infinity.
+pub(super) fn floor_divide(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let (lhs, rhs) = (args.operand("self")?, args.operand("other")?);
+    let dtype = cx.result_type(&[lhs, rhs]);
+    tensor(floor_div(cx, lhs, rhs, dtype)?)
+}
+
+/// Floor division as PyTorch's CPU kernels compute it, in `dtype`.
+fn floor_div(cx: &mut Cx<'_>, lhs: Operand, rhs: Operand, dtype: DType) -> Result<ValueId> {
+    if dtype.is_bool() {
+        return Err(cx.bad("floor division is not defined for bool tensors"));
+    }
+    let compute = opmath(dtype);
+    let [a, b] = cx.prepare([lhs, rhs], compute)?;
+    let quotient = cx.binary(BinaryOp::Divide, a, b)?;
+    let remainder = cx.binary(BinaryOp::Remainder, a, b)?;
+    let zero = cx.splat_like(a, Scalar::Int(0))?;
+    let one = cx.splat_like(a, Scalar::Int(1))?;
+    // Round toward -inf when the remainder is nonzero and its sign differs from the divisor's.
+    let remainder_nonzero = cx.compare(CompareDirection::Ne, remainder, zero)?;
+    let remainder_negative = cx.compare(CompareDirection::Lt, remainder, zero)?;
+    let divisor_negative = cx.compare(CompareDirection::Lt, b, zero)?;
+    let signs_differ = cx.compare(CompareDirection::Ne, remainder_negative, divisor_negative)?;
+    let adjust = cx.binary(BinaryOp::And, remainder_nonzero, signs_differ)?;
+    if !compute.is_float() {
+        let lowered = cx.binary(BinaryOp::Subtract, quotient, one)?;
+        return cx.select(adjust, lowered, quotient);
+    }
+    // PyTorch's `div_floor_floating`: divide the exact multiple, adjust, then snap to an integer,
+    // keeping the sign of zero quotients and plain division by zero.
+    let exact = cx.binary(BinaryOp::Subtract, a, remainder)?;
+    let div = cx.binary(BinaryOp::Divide, exact, b)?;
+    let lowered = cx.binary(BinaryOp::Subtract, div, one)?;
+    let div = cx.select(adjust, lowered, div)?;
+    let floored = cx.unary(UnaryOp::Floor, div)?;
+    let fraction = cx.binary(BinaryOp::Subtract, div, floored)?;
+    let half = cx.splat_like(a, Scalar::Float(0.5))?;
+    let round_up = cx.compare(CompareDirection::Gt, fraction, half)?;
+    let raised = cx.binary(BinaryOp::Add, floored, one)?;
+    let snapped = cx.select(round_up, raised, floored)?;
+    let signed_zero = cx.binary(BinaryOp::Multiply, quotient, zero)?;
+    let div_nonzero = cx.compare(CompareDirection::Ne, div, zero)?;
+    let result = cx.select(div_nonzero, snapped, signed_zero)?;
+    let divisor_zero = cx.compare(CompareDirection::Eq, b, zero)?;
+    let result = cx.select(divisor_zero, quotient, result)?;
+    cx.convert(result, dtype)
+}
+
+/// `remainder`: Python's modulo (the result has the divisor's sign).
+pub(super) fn remainder(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let (lhs, rhs) = (args.operand("self")?, args.operand("other")?);
+    let dtype = cx.result_type(&[lhs, rhs]);
+    if dtype.is_bool() {
+        return Err(cx.bad("remainder is not defined for bool tensors"));
+    }
+    let [a, b] = cx.prepare([lhs, rhs], opmath(dtype))?;
+    let fmod = cx.binary(BinaryOp::Remainder, a, b)?;
+    let zero = cx.splat_like(a, Scalar::Int(0))?;
+    let nonzero = cx.compare(CompareDirection::Ne, fmod, zero)?;
+    let fmod_negative = cx.compare(CompareDirection::Lt, fmod, zero)?;
+    let divisor_negative = cx.compare(CompareDirection::Lt, b, zero)?;
+    let signs_differ = cx.compare(CompareDirection::Ne, fmod_negative, divisor_negative)?;
+    let adjust = cx.binary(BinaryOp::And, nonzero, signs_differ)?;
+    let shifted = cx.binary(BinaryOp::Add, fmod, b)?;
+    let result = cx.select(adjust, shifted, fmod)?;
+    tensor(cx.convert(result, dtype)?)
+}
+
+/// `fmod`: C's remainder (the result has the dividend's sign).
+pub(super) fn fmod(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let result = arith(cx, BinaryOp::Remainder, args.operand("self")?, args.operand("other")?)?;
+    tensor(result)
+}
+
+/// `atan2`, in floats.
+pub(super) fn atan2(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let (lhs, rhs) = (args.operand("self")?, args.operand("other")?);
+    let dtype = cx.result_type(&[lhs, rhs]);
+    let out = if dtype.is_float() { dtype } else { DEFAULT_FLOAT };
+    let [a, b] = cx.prepare([lhs, rhs], opmath(out))?;
+    let result = cx.binary(BinaryOp::Atan2, a, b)?;
+    tensor(cx.convert(result, out)?)
+}
+
+/// `pow` in all three overloads (tensor or scalar base and exponent).
+pub(super) fn pow(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let (base, exponent) = (args.operand("self")?, args.operand("exponent")?);
+    let dtype = cx.result_type(&[base, exponent]);
+    if let (Operand::Tensor(x), Operand::Scalar(e)) = (base, exponent) {
+        if !dtype.is_float() && e.as_f64() < 0.0 {
+            return Err(cx.bad("integers to negative integer powers are not allowed"));
+        }
+        // PyTorch's CPU kernel special-cases these exponents; matching it keeps results bit-close.
+        let special = [0.0, 1.0, 2.0, 3.0, 0.5, -0.5, -1.0, -2.0];
+        let value = e.as_f64();
+        if special.contains(&value) && (dtype.is_float() || value >= 0.0) {
+            let compute = opmath(dtype);
+            let x = cx.convert(x, compute)?;
+            let result = match value {
+                0.0 => cx.splat_like(x, Scalar::Int(1))?,
+                1.0 => x,
+                2.0 | -2.0 => cx.binary(BinaryOp::Multiply, x, x)?,
+                3.0 => {
+                    let square = cx.binary(BinaryOp::Multiply, x, x)?;
+                    cx.binary(BinaryOp::Multiply, square, x)?
+                }
+                0.5 => cx.unary(UnaryOp::Sqrt, x)?,
+                -0.5 => cx.unary(UnaryOp::Rsqrt, x)?,
+                _ => x,
+            };
+            let result = if value == -1.0 || value == -2.0 {
+                let one = cx.splat_like(result, Scalar::Int(1))?;
+                cx.binary(BinaryOp::Divide, one, result)?
+            } else {
+                result
+            };
+            return tensor(cx.convert(result, dtype)?);
+        }
+    }
+    if dtype.is_bool() {
+        return Err(cx.bad("pow is not defined for bool tensors"));
+    }
+    tensor(arith_in(cx, BinaryOp::Power, base, exponent, dtype)?)
+}
+
+/// `neg`.
+pub(super) fn neg(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    if cx.dtype(x).is_bool() {
+        return Err(cx.bad("negation of a bool tensor is not supported; use logical_not"));
+    }
+    tensor(cx.unary(UnaryOp::Negate, x)?)
+}
+
+/// `abs` (bool is its own absolute value).
+pub(super) fn abs(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    if cx.dtype(x).is_bool() {
+        return tensor(x);
+    }
+    tensor(cx.unary(UnaryOp::Abs, x)?)
+}
+
+/// `sign`: -1, 0 or 1 in the input's dtype.
+pub(super) fn sign(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    if cx.dtype(x).is_bool() {
+        return tensor(x);
+    }
+    tensor(cx.unary(UnaryOp::Sign, x)?)
+}
+
+/// `reciprocal`: `1 / x`, in floats.
+pub(super) fn reciprocal(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    let result =
+        arith_in(cx, BinaryOp::Divide, Operand::Scalar(Scalar::Int(1)), Operand::Tensor(x), float_dtype(cx, x))?;
+    tensor(result)
+}
+
+/// The dtype float math on `x` produces: its own if float, else the default float dtype.
+fn float_dtype(cx: &Cx<'_>, x: ValueId) -> DType {
+    let dtype = cx.dtype(x);
+    if dtype.is_float() { dtype } else { DEFAULT_FLOAT }
+}
+
+/// A float unary op; integer and bool inputs give the default float dtype, half types compute in
+/// `f32` like PyTorch.
+pub(super) fn float_unary(cx: &mut Cx<'_>, args: &Args, op: UnaryOp) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    tensor(apply_float(cx, x, |cx, x| cx.unary(op, x))?)
+}
+
+/// Applies `f` to `x` in the opmath dtype of its float result type and converts back.
+pub(super) fn apply_float(
+    cx: &mut Cx<'_>,
+    x: ValueId,
+    f: impl FnOnce(&mut Cx<'_>, ValueId) -> Result<ValueId>,
+) -> Result<ValueId> {
+    let out = float_dtype(cx, x);
+    let compute = cx.convert(x, opmath(out))?;
+    let result = f(cx, compute)?;
+    cx.convert(result, out)
+}
+
+/// `exp2`: `2^x`.
+pub(super) fn exp2(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    tensor(apply_float(cx, x, |cx, x| {
+        let two = cx.splat_like(x, Scalar::Int(2))?;
+        cx.binary(BinaryOp::Power, two, x)
+    })?)
+}
+
+/// `log2` / `log10`: `ln(x) / ln(base)`.
+pub(super) fn log_base(cx: &mut Cx<'_>, args: &Args, ln_base: f64) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    tensor(apply_float(cx, x, |cx, x| {
+        let ln = cx.unary(UnaryOp::Log, x)?;
+        cx.binary_scalar(BinaryOp::Divide, ln, Scalar::Float(ln_base))
+    })?)
+}
+
+/// `erf`.
+pub(super) fn erf_op(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    tensor(apply_float(cx, x, erf)?)
+}
+
+/// The error function of a float tensor. The IR has no `erf`, so this is XLA's `ErfImpl32`
+/// rational approximation (a few ulp in `f32`) on `x` clamped to [-4, 4], where `erf` is ±1 in
+/// `f32`. `f64` inputs get the same approximation (about 1e-7 accuracy).
+pub(crate) fn erf(cx: &mut Cx<'_>, x: ValueId) -> Result<ValueId> {
+    const ALPHA: [f64; 7] = [
+        -2.726_142_258_013_06e-10,
+        2.770_681_424_959_02e-08,
+        -2.101_024_020_825_08e-06,
+        -5.692_506_394_623_46e-05,
+        -7.349_906_303_268_55e-04,
+        -2.954_599_808_540_25e-03,
+        -1.609_603_332_624_15e-02,
+    ];
+    const BETA: [f64; 5] = [
+        -1.456_607_184_649_96e-05,
+        -2.133_740_552_789_05e-04,
+        -1.682_826_974_382_03e-03,
+        -7.373_329_167_204_68e-03,
+        -1.426_473_905_141_89e-02,
+    ];
+    let dtype = cx.dtype(x);
+    let low = cx.scalar(dtype, Scalar::Float(-4.0));
+    let high = cx.scalar(dtype, Scalar::Float(4.0));
+    let clamped = cx.b.clamp(low, x, high);
+    let x = cx.ok(clamped)?;
+    let square = cx.binary(BinaryOp::Multiply, x, x)?;
+    let numerator = polynomial(cx, square, &ALPHA)?;
+    let numerator = cx.binary(BinaryOp::Multiply, x, numerator)?;
+    let denominator = polynomial(cx, square, &BETA)?;
+    cx.binary(BinaryOp::Divide, numerator, denominator)
+}
+
+/// Horner evaluation of `coefficients` (highest degree first) at `x`.
+fn polynomial(cx: &mut Cx<'_>, x: ValueId, coefficients: &[f64]) -> Result<ValueId> {
+    let mut acc = cx.splat_like(x, Scalar::Float(coefficients[0]))?;
+    for &coefficient in &coefficients[1..] {
+        acc = cx.binary(BinaryOp::Multiply, acc, x)?;
+        acc = cx.binary_scalar(BinaryOp::Add, acc, Scalar::Float(coefficient))?;
+    }
+    Ok(acc)
+}
+
+/// `floor`/`ceil`/`round`: identity on integers.
+pub(super) fn rounding(cx: &mut Cx<'_>, args: &Args, op: UnaryOp) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    if !cx.dtype(x).is_float() {
+        return tensor(x);
+    }
+    tensor(cx.unary(op, x)?)
+}
+
+/// `round(x, decimals=d)`: `round(x * 10^d) / 10^d` (halves to even), as PyTorch does.
+pub(super) fn round_decimals(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    let decimals = args.int_or("decimals", 0)?;
+    if !cx.dtype(x).is_float() {
+        return tensor(x);
+    }
+    if decimals == 0 {
+        return tensor(cx.unary(UnaryOp::RoundNearestEven, x)?);
+    }
+    let exponent = i32::try_from(decimals.abs()).map_err(|_| cx.bad(format!("decimals {decimals} is too large")))?;
+    let scale = 10f64.powi(exponent);
+    tensor(apply_float(cx, x, |cx, x| {
+        // Negative decimals round to tens, hundreds...: divide first, multiply after.
+        let (first, second) =
+            if decimals > 0 { (BinaryOp::Multiply, BinaryOp::Divide) } else { (BinaryOp::Divide, BinaryOp::Multiply) };
+        let scaled = cx.binary_scalar(first, x, Scalar::Float(scale))?;
+        let rounded = cx.unary(UnaryOp::RoundNearestEven, scaled)?;
+        cx.binary_scalar(second, rounded, Scalar::Float(scale))
+    })?)
+}
+
+/// `trunc`: rounds toward zero.
+pub(super) fn trunc_op(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    if !cx.dtype(x).is_float() {
+        return tensor(x);
+    }
+    tensor(trunc(cx, x)?)
+}
+
+/// Rounds a float tensor toward zero: `ceil` below zero, `floor` otherwise.
+pub(super) fn trunc(cx: &mut Cx<'_>, x: ValueId) -> Result<ValueId> {
+    let zero = cx.splat_like(x, Scalar::Int(0))?;
+    let negative = cx.compare(CompareDirection::Lt, x, zero)?;
+    let up = cx.unary(UnaryOp::Ceil, x)?;
+    let down = cx.unary(UnaryOp::Floor, x)?;
+    cx.select(negative, up, down)
+}
+
+/// `clamp`, `clamp_min`, `clamp_max` (scalar or tensor bounds, either may be `None`).
+pub(super) fn clamp(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    let bound = |name: &str| -> Result<Option<Operand>> {
+        if args.has_param(name) && args.given(name) { args.operand(name).map(Some) } else { Ok(None) }
+    };
+    let (min, max) = (bound("min")?, bound("max")?);
+    if min.is_none() && max.is_none() {
+        return Err(cx.bad("at least one of `min` and `max` must not be None"));
+    }
+    let mut operands = vec![Operand::Tensor(x)];
+    operands.extend(min);
+    operands.extend(max);
+    let dtype = cx.result_type(&operands);
+    let mut result = cx.convert(x, dtype)?;
+    // max then min: a NaN input stays NaN, and min > max gives max, as in PyTorch.
+    for (bound, op) in [(min, BinaryOp::Maximum), (max, BinaryOp::Minimum)] {
+        if let Some(bound) = bound {
+            result = arith_in(cx, op, Operand::Tensor(result), bound, dtype)?;
+        }
+    }
+    tensor(result)
+}
+
+/// Comparisons: promote to a common dtype, compare, bool result.
+pub(super) fn compare(cx: &mut Cx<'_>, args: &Args, direction: CompareDirection) -> Result<Imported> {
+    let (lhs, rhs) = (args.operand("self")?, args.operand("other")?);
+    let dtype = cx.result_type(&[lhs, rhs]);
+    let [x, y] = cx.prepare([lhs, rhs], dtype)?;
+    tensor(cx.compare(direction, x, y)?)
+}
+
+/// `isnan`: `x != x`.
+pub(super) fn isnan(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    if !cx.dtype(x).is_float() {
+        return tensor(cx.splat(ttpu_ir::DType::Bool, Scalar::Bool(false), &cx.shape(x))?);
+    }
+    tensor(cx.compare(CompareDirection::Ne, x, x)?)
+}
+
+/// A tensor as bool (`x != 0`).
+pub(super) fn to_bool(cx: &mut Cx<'_>, x: ValueId) -> Result<ValueId> {
+    if cx.dtype(x).is_bool() {
+        return Ok(x);
+    }
+    let zero = cx.splat_like(x, Scalar::Int(0))?;
+    cx.compare(CompareDirection::Ne, x, zero)
+}
+
+/// `where(condition, self, other)` with tensor or scalar branches.
+pub(super) fn where_(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let condition = args.tensor("condition")?;
+    let (on_true, on_false) = (args.operand("self")?, args.operand("other")?);
+    let dtype = cx.result_type(&[on_true, on_false]);
+    let condition = to_bool(cx, condition)?;
+    tensor(select_promoted(cx, condition, on_true, on_false, dtype)?)
+}
+
+/// `select` after converting both branches to `dtype` and broadcasting all three.
+fn select_promoted(
+    cx: &mut Cx<'_>,
+    condition: ValueId,
+    on_true: Operand,
+    on_false: Operand,
+    dtype: DType,
+) -> Result<ValueId> {
+    let [x, y] = cx.prepare([on_true, on_false], dtype)?;
+    let [condition, x, y] = cx.broadcast_all([condition, x, y])?;
+    cx.select(condition, x, y)
+}
+
+/// `masked_fill(self, mask, value)`: keeps `self`'s dtype and shape.
+pub(super) fn masked_fill(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    let mask = to_bool(cx, args.tensor("mask")?)?;
+    let value = args.operand("value")?;
+    if let Operand::Tensor(value) = value
+        && cx.rank(value) != 0
+    {
+        return Err(cx.bad("masked_fill only supports a zero-dim value tensor"));
+    }
+    let dtype = cx.dtype(x);
+    let result = select_promoted(cx, mask, value, Operand::Tensor(x), dtype)?;
+    if cx.shape(result) != cx.shape(x) {
+        return Err(cx.bad(format!("mask {} does not broadcast to {}", cx.ty(mask), cx.ty(x))));
+    }
+    tensor(result)
+}
+
+/// `bitwise_and/or/xor` on integers and bools.
+pub(super) fn bitwise(cx: &mut Cx<'_>, args: &Args, op: BinaryOp) -> Result<Imported> {
+    let (lhs, rhs) = (args.operand("self")?, args.operand("other")?);
+    let dtype = cx.result_type(&[lhs, rhs]);
+    if dtype.is_float() {
+        return Err(cx.bad(format!("`{}` is only defined for integer and bool tensors", op.mnemonic())));
+    }
+    tensor(arith_in(cx, op, lhs, rhs, dtype)?)
+}
+
+/// `bitwise_not` on integers and bools.
+pub(super) fn bitwise_not(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    if cx.dtype(x).is_float() {
+        return Err(cx.bad("bitwise_not is only defined for integer and bool tensors"));
+    }
+    tensor(cx.unary(UnaryOp::Not, x)?)
+}
+
+/// `logical_and/or/xor`: both sides as bool, bool result.
+pub(super) fn logical(cx: &mut Cx<'_>, args: &Args, op: BinaryOp) -> Result<Imported> {
+    let lhs = to_bool(cx, args.tensor("self")?)?;
+    let rhs = to_bool(cx, args.tensor("other")?)?;
+    tensor(cx.binary_bcast(op, lhs, rhs)?)
+}
+
+/// `logical_not`.
+pub(super) fn logical_not(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = to_bool(cx, args.tensor("self")?)?;
+    tensor(cx.unary(UnaryOp::Not, x)?)
+}

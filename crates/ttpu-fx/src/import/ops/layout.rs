@@ -1,0 +1,476 @@
+//! Ops that move or reinterpret data: views, permutations, slicing, concatenation, splitting,
+//! padding, copies and casts.
+//!
+//! PyTorch's negative dims and Python-style slice bounds are normalised here; the IR only sees
+//! non-negative dims and in-range static bounds. Reshapes keep symbolic dims where they can be
+//! derived (a `-1` next to symbols is solved with [`Monomial`]).
+
+use smallvec::SmallVec;
+use ttpu_ir::{Dim, GatherDims, Literal, Scalar, Shape, ValueId};
+
+use super::elementwise::tensor;
+use crate::ast::SymExpr;
+use crate::error::Result;
+use crate::import::args::{Args, Val};
+use crate::import::ctx::{Cx, Imported};
+use crate::import::sym::{self, Monomial};
+
+/// `clone`, `alias`, `detach`, `lift_fresh_copy`: values are immutable in the IR.
+pub(super) fn identity(_cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    tensor(args.tensor("self")?)
+}
+
+/// `_to_copy` / `to.dtype`: a conversion when a dtype is given; device and layout are ignored.
+pub(super) fn to_copy(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    match args.opt_dtype("dtype")? {
+        Some(dtype) => tensor(cx.convert(x, dtype)?),
+        None => tensor(x),
+    }
+}
+
+/// `_assert_tensor_metadata`: checks what is known statically and produces nothing.
+pub(super) fn assert_tensor_metadata(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("a")?;
+    if let Some(dtype) = args.opt_dtype("dtype")?
+        && dtype != cx.dtype(x)
+    {
+        return Err(cx.bad(format!("asserts dtype {dtype} but the tensor is {}", cx.ty(x))));
+    }
+    Ok(Imported::None)
+}
+
+/// `_assert_scalar(cond, msg)`: a runtime assert on symbolic values; an error only when the given
+/// symbol values make it false.
+pub(super) fn assert_scalar(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    if !matches!(args.get("self"), Val::Bool(false) | Val::Int(0)) {
+        return Ok(Imported::None);
+    }
+    let message = args.opt_str("assert_msg")?.unwrap_or("assertion failed").to_owned();
+    Err(cx.bad(format!("fails for the given symbol values: {message}")))
+}
+
+/// Range hints for unbacked symbols: nothing to build.
+pub(super) fn nothing(_cx: &mut Cx<'_>, _args: &Args) -> Result<Imported> {
+    Ok(Imported::None)
+}
+
+/// `sym_size.int`: the size of one dim, static or symbolic.
+pub(super) fn sym_size(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    let dim = cx.norm_dim(args.int("dim")?, cx.rank(x))?;
+    let shape = cx.shape(x);
+    let Some(size) = shape.dims().get(dim) else {
+        return Err(cx.bad("sym_size of a rank-0 tensor"));
+    };
+    Ok(Imported::SymInt(sym::from_dim(size)))
+}
+
+/// `permute(self, dims)`.
+pub(super) fn permute(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    let rank = cx.rank(x);
+    let dims = cx.norm_dims(&args.ints("dims")?, rank)?;
+    if dims.len() != rank {
+        return Err(cx.bad(format!("permutation of {} dims for a tensor of rank {rank}", dims.len())));
+    }
+    let permutation: Vec<i64> = dims.iter().map(|&dim| dim as i64).collect();
+    tensor(cx.transpose(x, &permutation)?)
+}
+
+/// Swaps two dims.
+fn swap(cx: &mut Cx<'_>, x: ValueId, a: usize, b: usize) -> Result<ValueId> {
+    let mut permutation: Vec<i64> = (0..cx.rank(x) as i64).collect();
+    permutation.swap(a, b);
+    cx.transpose(x, &permutation)
+}
+
+/// `t`: transposes a matrix; vectors and scalars are unchanged.
+pub(super) fn t(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    match cx.rank(x) {
+        0 | 1 => tensor(x),
+        2 => tensor(swap(cx, x, 0, 1)?),
+        rank => Err(cx.bad(format!("t expects a tensor of rank at most 2, found rank {rank}"))),
+    }
+}
+
+/// `transpose.int(self, dim0, dim1)`.
+pub(super) fn transpose(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    let rank = cx.rank(x);
+    let a = cx.norm_dim(args.int("dim0")?, rank)?;
+    let b = cx.norm_dim(args.int("dim1")?, rank)?;
+    if rank == 0 {
+        return tensor(x);
+    }
+    tensor(swap(cx, x, a, b)?)
+}
+
+/// `view` / `_unsafe_view`.
+pub(super) fn view(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    let sizes = args.sym_ints("size")?;
+    tensor(reshape_to(cx, x, &sizes)?)
+}
+
+/// `reshape(self, shape)`.
+pub(super) fn reshape(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    let sizes = args.sym_ints("shape")?;
+    tensor(reshape_to(cx, x, &sizes)?)
+}
+
+/// Reshapes to `sizes`, one of which may be `-1`.
+fn reshape_to(cx: &mut Cx<'_>, x: ValueId, sizes: &[SymExpr]) -> Result<ValueId> {
+    let mut dims: Vec<Option<Dim>> = Vec::with_capacity(sizes.len());
+    for size in sizes {
+        dims.push(match size {
+            SymExpr::Int(-1) => None,
+            size => Some(cx.dim_of(size)?),
+        });
+    }
+    if dims.iter().filter(|dim| dim.is_none()).count() > 1 {
+        return Err(cx.bad("only one dim can be -1"));
+    }
+    let from = cx.shape(x);
+    let total = Monomial::of(from.dims());
+    let known = Monomial::of(dims.iter().flatten());
+    if let Some(slot) = dims.iter_mut().find(|dim| dim.is_none()) {
+        let inferred = total.divide_to_dim(&known).ok_or_else(|| {
+            cx.bad(format!("cannot infer the -1 in {} for a tensor of shape {from}", show_sizes(sizes)))
+        })?;
+        *slot = Some(inferred);
+    }
+    let shape: Shape = dims.into_iter().flatten().collect();
+    // Static shapes are checked by the IR; symbolic ones need equal products of dims.
+    if !(from.is_static() && shape.is_static()) && Monomial::of(shape.dims()) != total {
+        return Err(cx.bad(format!("cannot view a tensor of shape {from} as {shape}")));
+    }
+    cx.reshape(x, shape)
+}
+
+fn show_sizes(sizes: &[SymExpr]) -> String {
+    let shown: Vec<String> = sizes.iter().map(|size| sym::Show(size).to_string()).collect();
+    format!("[{}]", shown.join(", "))
+}
+
+/// `expand(self, size)`: `-1` keeps a dim, new dims are added on the left.
+pub(super) fn expand(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    let sizes = args.sym_ints("size")?;
+    let from = cx.shape(x);
+    if sizes.len() < from.rank() {
+        return Err(cx.bad(format!("cannot expand {} to fewer dims {}", cx.ty(x), show_sizes(&sizes))));
+    }
+    let offset = sizes.len() - from.rank();
+    let mut dims = Vec::with_capacity(sizes.len());
+    for (index, size) in sizes.iter().enumerate() {
+        let dim = match size {
+            SymExpr::Int(-1) if index >= offset => from[index - offset].clone(),
+            SymExpr::Int(-1) => return Err(cx.bad("-1 is not allowed for a new leading dim")),
+            size => cx.dim_of(size)?,
+        };
+        if index >= offset {
+            let existing = &from[index - offset];
+            if existing != &dim && existing != &Dim::Static(1) {
+                return Err(cx.bad(format!("cannot expand dim {} of size {existing} to {dim}", index - offset)));
+            }
+        }
+        dims.push(dim);
+    }
+    let shape: Shape = dims.into_iter().collect();
+    tensor(cx.broadcast_to(x, &shape)?)
+}
+
+/// `unsqueeze(self, dim)`.
+pub(super) fn unsqueeze(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    let rank = cx.rank(x);
+    let dim = cx.norm_dim(args.int("dim")?, rank + 1)?;
+    let mut dims = cx.shape(x).0;
+    dims.insert(dim, Dim::Static(1));
+    tensor(cx.reshape(x, Shape(dims))?)
+}
+
+/// `squeeze` (all size-1 dims), `squeeze.dim`, `squeeze.dims`: only static size-1 dims go.
+pub(super) fn squeeze(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    let shape = cx.shape(x);
+    let rank = shape.rank();
+    let chosen: Vec<usize> =
+        if args.has_param("dim") { cx.norm_dims(&args.ints("dim")?, rank)? } else { (0..rank).collect() };
+    let kept: Shape = shape
+        .dims()
+        .iter()
+        .enumerate()
+        .filter(|(index, dim)| !(chosen.contains(index) && **dim == Dim::Static(1)))
+        .map(|(_, dim)| dim.clone())
+        .collect();
+    tensor(cx.reshape(x, kept)?)
+}
+
+/// Python slice bounds for a dim of `size`: negative from the end, clamped to `[0, size]`.
+fn clamp_bound(bound: i64, size: i64) -> i64 {
+    let bound = if bound < 0 { bound.saturating_add(size) } else { bound };
+    bound.clamp(0, size)
+}
+
+/// `slice.Tensor(self, dim, start, end, step)` with Python semantics.
+pub(super) fn slice(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    let rank = cx.rank(x);
+    if rank == 0 {
+        return Err(cx.bad("cannot slice a rank-0 tensor"));
+    }
+    let dim = cx.norm_dim(args.int_or("dim", 0)?, rank)?;
+    let step = args.int_or("step", 1)?;
+    if step < 1 {
+        return Err(cx.bad(format!("slice step must be positive, found {step}")));
+    }
+    // An end that is the dim's own symbolic size (`x[:, :sym_size]`) takes the whole dim.
+    let whole_dim = sym::from_dim(&cx.shape(x)[dim]);
+    let end = match args.get("end") {
+        Val::Sym(expr) if *expr == whole_dim => None,
+        _ => args.opt_int("end")?,
+    };
+    let start = args.opt_int("start")?;
+    let size = match cx.shape(x)[dim].as_static() {
+        Some(size) => size,
+        // Taking a whole symbolic dim needs no size.
+        None if start.unwrap_or(0) == 0 && end.is_none_or(|end| end == i64::MAX) && step == 1 => return tensor(x),
+        None => cx.static_dim(x, dim, "slicing")?,
+    };
+    let start = clamp_bound(start.unwrap_or(0), size);
+    let end = clamp_bound(end.unwrap_or(size), size).max(start);
+    tensor(cx.slice_dim(x, dim, start, end, step)?)
+}
+
+/// `select.int(self, dim, index)`: one index, the dim removed.
+pub(super) fn select(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    let rank = cx.rank(x);
+    if rank == 0 {
+        return Err(cx.bad("cannot select from a rank-0 tensor"));
+    }
+    let dim = cx.norm_dim(args.int("dim")?, rank)?;
+    let size = cx.static_dim(x, dim, "select")?;
+    let index = args.int("index")?;
+    let position = if index < 0 { index + size } else { index };
+    if !(0..size).contains(&position) {
+        return Err(cx.bad(format!("index {index} is out of range for dim {dim} of size {size}")));
+    }
+    tensor(take(cx, x, dim, position)?)
+}
+
+/// Element `index` of `dim`, with the dim removed.
+fn take(cx: &mut Cx<'_>, x: ValueId, dim: usize, index: i64) -> Result<ValueId> {
+    let sliced = cx.slice_dim(x, dim, index, index + 1, 1)?;
+    let mut dims = cx.shape(x).0;
+    dims.remove(dim);
+    cx.reshape(sliced, Shape(dims))
+}
+
+/// `cat(tensors, dim)`: promotes dtypes, skips legacy empty `[0]` tensors.
+pub(super) fn cat(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let tensors = args.tensors("tensors")?;
+    if tensors.is_empty() {
+        return Err(cx.bad("cat needs at least one tensor"));
+    }
+    let operands: Vec<_> = tensors.iter().map(|&value| crate::import::ctx::Operand::Tensor(value)).collect();
+    let dtype = cx.result_type(&operands);
+    let legacy_empty = |cx: &Cx<'_>, value: ValueId| cx.shape(value) == Shape::from_static(&[0]);
+    let kept: Vec<ValueId> = tensors.iter().copied().filter(|&value| !legacy_empty(cx, value)).collect();
+    let Some(&first) = kept.first() else {
+        return tensor(cx.convert(tensors[0], dtype)?);
+    };
+    let rank = cx.rank(first);
+    if rank == 0 {
+        return Err(cx.bad("zero-dim tensors cannot be concatenated"));
+    }
+    let dim = cx.norm_dim(args.int_or("dim", 0)?, rank)?;
+    let mut converted = Vec::with_capacity(kept.len());
+    for value in kept {
+        converted.push(cx.convert(value, dtype)?);
+    }
+    if converted.len() == 1 {
+        return tensor(converted[0]);
+    }
+    tensor(cx.concatenate(&converted, dim as i64)?)
+}
+
+/// Slices `dim` into consecutive pieces of `sizes`.
+fn split_into(cx: &mut Cx<'_>, x: ValueId, dim: usize, sizes: &[i64]) -> Result<Imported> {
+    let mut pieces = Vec::with_capacity(sizes.len());
+    let mut start = 0;
+    for &size in sizes {
+        pieces.push(Imported::Tensor(cx.slice_dim(x, dim, start, start + size, 1)?));
+        start += size;
+    }
+    Ok(Imported::Tuple(pieces))
+}
+
+/// `split_with_sizes(self, split_sizes, dim)`.
+pub(super) fn split_with_sizes(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    let dim = cx.norm_dim(args.int_or("dim", 0)?, cx.rank(x))?;
+    let size = cx.static_dim(x, dim, "split")?;
+    let sizes = args.ints("split_sizes")?;
+    if sizes.iter().any(|&piece| piece < 0) || sizes.iter().sum::<i64>() != size {
+        return Err(cx.bad(format!("split sizes {sizes:?} do not add up to the dim's size {size}")));
+    }
+    split_into(cx, x, dim, &sizes)
+}
+
+/// `split.Tensor(self, split_size, dim)`: equal pieces, the last one smaller.
+pub(super) fn split(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    let dim = cx.norm_dim(args.int_or("dim", 0)?, cx.rank(x))?;
+    let size = cx.static_dim(x, dim, "split")?;
+    let piece = args.int("split_size")?;
+    if piece < 0 || (piece == 0 && size != 0) {
+        return Err(cx.bad(format!("split_size must be positive, found {piece}")));
+    }
+    let count = if size == 0 { 1 } else { (size + piece - 1) / piece };
+    let sizes: Vec<i64> = (0..count).map(|index| piece.min(size - index * piece)).collect();
+    split_into(cx, x, dim, &sizes)
+}
+
+/// `unbind(self, dim)`: every index of `dim`, the dim removed.
+pub(super) fn unbind(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    let dim = cx.norm_dim(args.int_or("dim", 0)?, cx.rank(x))?;
+    let size = cx.static_dim(x, dim, "unbind")?;
+    let pieces = (0..size).map(|index| take(cx, x, dim, index).map(Imported::Tensor)).collect::<Result<_>>()?;
+    Ok(Imported::Tuple(pieces))
+}
+
+/// `constant_pad_nd(self, pad, value)`: pairs from the last dim backwards; negative pads crop.
+pub(super) fn constant_pad_nd(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    let pad = args.ints("pad")?;
+    let value = args.scalar_or("value", Scalar::Int(0))?;
+    let rank = cx.rank(x);
+    if pad.len() % 2 != 0 || pad.len() / 2 > rank {
+        return Err(cx.bad(format!("pad {pad:?} must hold a (low, high) pair for at most {rank} dims")));
+    }
+    let mut low = vec![0; rank];
+    let mut high = vec![0; rank];
+    for (pair, chunk) in pad.chunks(2).enumerate() {
+        low[rank - 1 - pair] = chunk[0];
+        high[rank - 1 - pair] = chunk[1];
+    }
+    let dtype = cx.dtype(x);
+    if !dtype.is_float() && matches!(value, Scalar::Float(fill) if fill.fract() != 0.0) {
+        return Err(cx.bad(format!("pad value {value} does not fit a {dtype} tensor")));
+    }
+    let fill = cx.scalar(dtype, value);
+    tensor(cx.pad(x, fill, &low, &high, &vec![0; rank])?)
+}
+
+/// `index_select(self, dim, index)`: gathers whole slices of `dim` at a 1-D index tensor.
+pub(super) fn index_select(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    let dim = cx.norm_dim(args.int("dim")?, cx.rank(x))?;
+    let index = args.tensor("index")?;
+    let index = match cx.rank(index) {
+        0 => cx.reshape(index, Shape::from_static(&[1]))?,
+        1 => index,
+        rank => return Err(cx.bad(format!("index must be 1-D, found rank {rank}"))),
+    };
+    tensor(gather_dim(cx, x, dim, index)?)
+}
+
+/// Slices of `x` along `dim` at the positions in the 1-D `index`, in index order.
+pub(crate) fn gather_dim(cx: &mut Cx<'_>, x: ValueId, dim: usize, index: ValueId) -> Result<ValueId> {
+    let sizes = cx.static_dims(x, "gathering")?;
+    let rank = sizes.len();
+    let mut slice_sizes: SmallVec<[i64; 4]> = sizes.clone();
+    slice_sizes[dim] = 1;
+    let dims = GatherDims {
+        // The kept operand dims stay in place; the index's one dim lands where `dim` was.
+        offset_dims: (0..rank as i64).filter(|&index| index != dim as i64).collect(),
+        collapsed_slice_dims: [dim as i64].into_iter().collect(),
+        operand_batching_dims: SmallVec::new(),
+        start_indices_batching_dims: SmallVec::new(),
+        start_index_map: [dim as i64].into_iter().collect(),
+        index_vector_dim: 1,
+        slice_sizes,
+        indices_are_sorted: false,
+    };
+    let built = cx.b.gather(x, index, dims);
+    cx.ok(built)
+}
+
+/// Reverses `dim` (the IR has no `reverse`, so this gathers at `n-1, ..., 0`).
+pub(crate) fn reverse(cx: &mut Cx<'_>, x: ValueId, dim: usize) -> Result<ValueId> {
+    let size = cx.static_dim(x, dim, "flip")?;
+    if size <= 1 {
+        return Ok(x);
+    }
+    let positions: Vec<Scalar> = (0..size).rev().map(Scalar::Int).collect();
+    let literal = Literal::from_scalars(ttpu_ir::DType::I64, &[size], &positions).expect("one value per position");
+    let index = cx.literal(literal);
+    gather_dim(cx, x, dim, index)
+}
+
+/// `flip(self, dims)`.
+pub(super) fn flip(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let mut x = args.tensor("self")?;
+    let dims = cx.norm_dims(&args.ints("dims")?, cx.rank(x))?;
+    if cx.rank(x) == 0 {
+        return tensor(x);
+    }
+    for dim in dims {
+        x = reverse(cx, x, dim)?;
+    }
+    tensor(x)
+}
+
+/// `repeat(self, repeats)`: tiles the tensor (new leading dims for extra repeats).
+pub(super) fn repeat(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    let repeats = args.ints("repeats")?;
+    let sizes = cx.static_dims(x, "repeat")?;
+    if repeats.len() < sizes.len() || repeats.iter().any(|&count| count < 0) {
+        return Err(cx.bad(format!("repeats {repeats:?} must be non-negative, one per dim or more")));
+    }
+    let offset = repeats.len() - sizes.len();
+    let padded: Vec<i64> = std::iter::repeat_n(1, offset).chain(sizes.iter().copied()).collect();
+    // Interleave a repeat dim before each dim, broadcast, then merge the pairs.
+    let mut interleaved = Vec::with_capacity(2 * padded.len());
+    let mut dims = Vec::with_capacity(padded.len());
+    for (index, &size) in padded.iter().enumerate() {
+        interleaved.push(repeats[index]);
+        interleaved.push(size);
+        dims.push(2 * index as i64 + 1);
+    }
+    let x = cx.reshape(x, Shape::from_static(&padded))?;
+    let broadcast = cx.broadcast_in_dim(x, &dims, Shape::from_static(&interleaved))?;
+    let merged: Vec<i64> = padded.iter().zip(&repeats).map(|(size, count)| size * count).collect();
+    tensor(cx.reshape(broadcast, Shape::from_static(&merged))?)
+}
+
+/// `triu` / `tril(self, diagonal)`: zeroes the elements below (`triu`) or above (`tril`) the
+/// `diagonal`-th diagonal of the last two dims.
+pub(super) fn triangle(cx: &mut Cx<'_>, args: &Args, upper: bool) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    let diagonal = args.int_or("diagonal", 0)?;
+    let shape = cx.shape(x);
+    let rank = shape.rank();
+    if rank < 2 {
+        return Err(cx.bad(format!("expects a tensor of rank 2 or more, found {}", cx.ty(x))));
+    }
+    let matrix: Shape = shape.dims()[rank - 2..].iter().cloned().collect();
+    let row = cx.b.iota(ttpu_ir::TensorType::new(ttpu_ir::DType::I64, matrix.clone()), 0);
+    let row = cx.ok(row)?;
+    let col = cx.b.iota(ttpu_ir::TensorType::new(ttpu_ir::DType::I64, matrix), 1);
+    let col = cx.ok(col)?;
+    let offset = cx.binary(ttpu_ir::BinaryOp::Subtract, col, row)?;
+    let bound = cx.splat_like(offset, Scalar::Int(diagonal))?;
+    let direction = if upper { ttpu_ir::CompareDirection::Ge } else { ttpu_ir::CompareDirection::Le };
+    let keep = cx.compare(direction, offset, bound)?;
+    let keep = cx.broadcast_in_dim(keep, &[rank as i64 - 2, rank as i64 - 1], shape)?;
+    let zero = cx.splat_like(x, Scalar::Int(0))?;
+    tensor(cx.select(keep, x, zero)?)
+}

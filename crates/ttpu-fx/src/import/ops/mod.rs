@@ -1,0 +1,302 @@
+//! The decomposition table: one entry per ATen overload, the single list of what the importer
+//! supports ([`super::supported_ops`] and `docs/ops.md` are generated from it).
+//!
+//! Each entry names the overload, its parameters in ATen schema order (`*` starts keyword-only
+//! ones; device/layout/memory-format parameters are listed so they are accepted, and ignored) and
+//! the function that builds its IR. Families of overloads share one function through small
+//! non-capturing closures.
+
+mod creation;
+mod elementwise;
+mod layout;
+mod nn;
+mod pool;
+mod reduce;
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use ttpu_ir::{BinaryOp, CompareDirection, ReduceKind, UnaryOp};
+
+use super::args::Args;
+use super::ctx::{Cx, Imported};
+use crate::error::Result;
+
+/// Builds the IR for one call.
+pub(crate) type Decompose = fn(&mut Cx<'_>, &Args) -> Result<Imported>;
+
+/// One supported overload.
+pub(crate) struct OpDef {
+    /// `aten.add.Tensor`.
+    pub name: &'static str,
+    /// Parameter names in schema order; `*` separates keyword-only ones.
+    pub params: &'static str,
+    /// The decomposition.
+    pub run: Decompose,
+}
+
+const fn def(name: &'static str, params: &'static str, run: Decompose) -> OpDef {
+    OpDef { name, params, run }
+}
+
+/// Keyword-only parameters of factory functions, accepted and ignored.
+macro_rules! factory {
+    () => {
+        "dtype, layout, device, pin_memory"
+    };
+}
+
+use elementwise as ew;
+
+/// Every supported overload.
+pub(crate) static TABLE: &[OpDef] = &[
+    // ---- arithmetic ----
+    def("aten.add.Tensor", "self, other, *, alpha", |cx, a| ew::add_sub(cx, a, BinaryOp::Add)),
+    def("aten.add.Scalar", "self, other, alpha", |cx, a| ew::add_sub(cx, a, BinaryOp::Add)),
+    def("aten.sub.Tensor", "self, other, *, alpha", |cx, a| ew::add_sub(cx, a, BinaryOp::Subtract)),
+    def("aten.sub.Scalar", "self, other, alpha", |cx, a| ew::add_sub(cx, a, BinaryOp::Subtract)),
+    def("aten.rsub.Tensor", "self, other, *, alpha", ew::rsub),
+    def("aten.rsub.Scalar", "self, other, alpha", ew::rsub),
+    def("aten.mul.Tensor", "self, other", |cx, a| ew::arith_args(cx, a, BinaryOp::Multiply)),
+    def("aten.mul.Scalar", "self, other", |cx, a| ew::arith_args(cx, a, BinaryOp::Multiply)),
+    def("aten.div.Tensor", "self, other", ew::div),
+    def("aten.div.Scalar", "self, other", ew::div),
+    def("aten.div.Tensor_mode", "self, other, *, rounding_mode", ew::div),
+    def("aten.div.Scalar_mode", "self, other, *, rounding_mode", ew::div),
+    def("aten.floor_divide.default", "self, other", ew::floor_divide),
+    def("aten.remainder.Tensor", "self, other", ew::remainder),
+    def("aten.remainder.Scalar", "self, other", ew::remainder),
+    def("aten.fmod.Tensor", "self, other", ew::fmod),
+    def("aten.fmod.Scalar", "self, other", ew::fmod),
+    def("aten.pow.Tensor_Scalar", "self, exponent", ew::pow),
+    def("aten.pow.Tensor_Tensor", "self, exponent", ew::pow),
+    def("aten.pow.Scalar", "self, exponent", ew::pow),
+    def("aten.maximum.default", "self, other", |cx, a| ew::arith_args(cx, a, BinaryOp::Maximum)),
+    def("aten.minimum.default", "self, other", |cx, a| ew::arith_args(cx, a, BinaryOp::Minimum)),
+    def("aten.atan2.default", "self, other", ew::atan2),
+    def("aten.neg.default", "self", ew::neg),
+    def("aten.abs.default", "self", ew::abs),
+    def("aten.sign.default", "self", ew::sign),
+    def("aten.reciprocal.default", "self", ew::reciprocal),
+    def("aten.clamp.default", "self, min, max", ew::clamp),
+    def("aten.clamp.Tensor", "self, min, max", ew::clamp),
+    def("aten.clamp_min.default", "self, min", ew::clamp),
+    def("aten.clamp_min.Tensor", "self, min", ew::clamp),
+    def("aten.clamp_max.default", "self, max", ew::clamp),
+    def("aten.clamp_max.Tensor", "self, max", ew::clamp),
+    // ---- float math (integer inputs compute in the default float dtype) ----
+    def("aten.exp.default", "self", |cx, a| ew::float_unary(cx, a, UnaryOp::Exponential)),
+    def("aten.expm1.default", "self", |cx, a| ew::float_unary(cx, a, UnaryOp::ExponentialMinusOne)),
+    def("aten.exp2.default", "self", ew::exp2),
+    def("aten.log.default", "self", |cx, a| ew::float_unary(cx, a, UnaryOp::Log)),
+    def("aten.log1p.default", "self", |cx, a| ew::float_unary(cx, a, UnaryOp::LogPlusOne)),
+    def("aten.log2.default", "self", |cx, a| ew::log_base(cx, a, std::f64::consts::LN_2)),
+    def("aten.log10.default", "self", |cx, a| ew::log_base(cx, a, std::f64::consts::LN_10)),
+    def("aten.sqrt.default", "self", |cx, a| ew::float_unary(cx, a, UnaryOp::Sqrt)),
+    def("aten.rsqrt.default", "self", |cx, a| ew::float_unary(cx, a, UnaryOp::Rsqrt)),
+    def("aten.tanh.default", "self", |cx, a| ew::float_unary(cx, a, UnaryOp::Tanh)),
+    def("aten.sigmoid.default", "self", |cx, a| ew::float_unary(cx, a, UnaryOp::Logistic)),
+    def("aten.sin.default", "self", |cx, a| ew::float_unary(cx, a, UnaryOp::Sine)),
+    def("aten.cos.default", "self", |cx, a| ew::float_unary(cx, a, UnaryOp::Cosine)),
+    def("aten.tan.default", "self", |cx, a| ew::float_unary(cx, a, UnaryOp::Tan)),
+    def("aten.erf.default", "self", ew::erf_op),
+    def("aten.floor.default", "self", |cx, a| ew::rounding(cx, a, UnaryOp::Floor)),
+    def("aten.ceil.default", "self", |cx, a| ew::rounding(cx, a, UnaryOp::Ceil)),
+    def("aten.round.default", "self", |cx, a| ew::rounding(cx, a, UnaryOp::RoundNearestEven)),
+    def("aten.round.decimals", "self, *, decimals", ew::round_decimals),
+    def("aten.trunc.default", "self", ew::trunc_op),
+    // ---- comparisons and selection ----
+    def("aten.eq.Tensor", "self, other", |cx, a| ew::compare(cx, a, CompareDirection::Eq)),
+    def("aten.eq.Scalar", "self, other", |cx, a| ew::compare(cx, a, CompareDirection::Eq)),
+    def("aten.ne.Tensor", "self, other", |cx, a| ew::compare(cx, a, CompareDirection::Ne)),
+    def("aten.ne.Scalar", "self, other", |cx, a| ew::compare(cx, a, CompareDirection::Ne)),
+    def("aten.lt.Tensor", "self, other", |cx, a| ew::compare(cx, a, CompareDirection::Lt)),
+    def("aten.lt.Scalar", "self, other", |cx, a| ew::compare(cx, a, CompareDirection::Lt)),
+    def("aten.le.Tensor", "self, other", |cx, a| ew::compare(cx, a, CompareDirection::Le)),
+    def("aten.le.Scalar", "self, other", |cx, a| ew::compare(cx, a, CompareDirection::Le)),
+    def("aten.gt.Tensor", "self, other", |cx, a| ew::compare(cx, a, CompareDirection::Gt)),
+    def("aten.gt.Scalar", "self, other", |cx, a| ew::compare(cx, a, CompareDirection::Gt)),
+    def("aten.ge.Tensor", "self, other", |cx, a| ew::compare(cx, a, CompareDirection::Ge)),
+    def("aten.ge.Scalar", "self, other", |cx, a| ew::compare(cx, a, CompareDirection::Ge)),
+    def("aten.isnan.default", "self", ew::isnan),
+    def("aten.where.self", "condition, self, other", ew::where_),
+    def("aten.where.ScalarSelf", "condition, self, other", ew::where_),
+    def("aten.where.ScalarOther", "condition, self, other", ew::where_),
+    def("aten.where.Scalar", "condition, self, other", ew::where_),
+    def("aten.masked_fill.Scalar", "self, mask, value", ew::masked_fill),
+    def("aten.masked_fill.Tensor", "self, mask, value", ew::masked_fill),
+    // ---- bitwise and logical ----
+    def("aten.bitwise_and.Tensor", "self, other", |cx, a| ew::bitwise(cx, a, BinaryOp::And)),
+    def("aten.bitwise_and.Scalar", "self, other", |cx, a| ew::bitwise(cx, a, BinaryOp::And)),
+    def("aten.bitwise_or.Tensor", "self, other", |cx, a| ew::bitwise(cx, a, BinaryOp::Or)),
+    def("aten.bitwise_or.Scalar", "self, other", |cx, a| ew::bitwise(cx, a, BinaryOp::Or)),
+    def("aten.bitwise_xor.Tensor", "self, other", |cx, a| ew::bitwise(cx, a, BinaryOp::Xor)),
+    def("aten.bitwise_xor.Scalar", "self, other", |cx, a| ew::bitwise(cx, a, BinaryOp::Xor)),
+    def("aten.bitwise_not.default", "self", ew::bitwise_not),
+    def("aten.logical_and.default", "self, other", |cx, a| ew::logical(cx, a, BinaryOp::And)),
+    def("aten.logical_or.default", "self, other", |cx, a| ew::logical(cx, a, BinaryOp::Or)),
+    def("aten.logical_xor.default", "self, other", |cx, a| ew::logical(cx, a, BinaryOp::Xor)),
+    def("aten.logical_not.default", "self", ew::logical_not),
+    // ---- activations ----
+    def("aten.relu.default", "self", nn::relu),
+    def("aten.gelu.default", "self, *, approximate", nn::gelu),
+    def("aten.silu.default", "self", nn::silu),
+    def("aten.hardtanh.default", "self, min_val, max_val", nn::hardtanh),
+    def("aten.leaky_relu.default", "self, negative_slope", nn::leaky_relu),
+    def("aten.hardsigmoid.default", "self", nn::hardsigmoid),
+    def("aten.hardswish.default", "self", nn::hardswish),
+    def("aten.elu.default", "self, alpha, scale, input_scale", nn::elu),
+    def("aten._softmax.default", "self, dim, half_to_float", |cx, a| nn::softmax(cx, a, false)),
+    def("aten._log_softmax.default", "self, dim, half_to_float", |cx, a| nn::softmax(cx, a, true)),
+    // ---- linear algebra ----
+    def("aten.mm.default", "self, mat2", nn::mm),
+    def("aten.bmm.default", "self, mat2", nn::bmm),
+    def("aten.addmm.default", "self, mat1, mat2, *, beta, alpha", nn::addmm),
+    def("aten.baddbmm.default", "self, batch1, batch2, *, beta, alpha", nn::baddbmm),
+    // ---- normalisation, convolution, pooling, embedding ----
+    def("aten.native_layer_norm.default", "input, normalized_shape, weight, bias, eps", nn::layer_norm),
+    def(
+        "aten._native_batch_norm_legit_no_training.default",
+        "input, weight, bias, running_mean, running_var, momentum, eps",
+        nn::batch_norm_inference,
+    ),
+    def(
+        "aten.convolution.default",
+        "input, weight, bias, stride, padding, dilation, transposed, output_padding, groups",
+        nn::convolution,
+    ),
+    def("aten.max_pool2d_with_indices.default", "self, kernel_size, stride, padding, dilation, ceil_mode", |cx, a| {
+        pool::max_pool_with_indices(cx, a, 2)
+    }),
+    def("aten.max_pool3d_with_indices.default", "self, kernel_size, stride, padding, dilation, ceil_mode", |cx, a| {
+        pool::max_pool_with_indices(cx, a, 3)
+    }),
+    def("aten.avg_pool1d.default", "self, kernel_size, stride, padding, ceil_mode, count_include_pad", |cx, a| {
+        pool::avg_pool(cx, a, 1)
+    }),
+    def(
+        "aten.avg_pool2d.default",
+        "self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override",
+        |cx, a| pool::avg_pool(cx, a, 2),
+    ),
+    def(
+        "aten.avg_pool3d.default",
+        "self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override",
+        |cx, a| pool::avg_pool(cx, a, 3),
+    ),
+    def("aten._adaptive_avg_pool2d.default", "self, output_size", |cx, a| pool::adaptive_avg_pool(cx, a, 2)),
+    def("aten.upsample_nearest2d.vec", "input, output_size, scale_factors", |cx, a| pool::upsample_nearest(cx, a, 2)),
+    def("aten.native_group_norm.default", "input, weight, bias, N, C, HxW, group, eps", nn::group_norm),
+    def("aten.embedding.default", "weight, indices, padding_idx, scale_grad_by_freq, sparse", nn::embedding),
+    // ---- reductions ----
+    def("aten.sum.default", "self, *, dtype", reduce::sum),
+    def("aten.sum.dim_IntList", "self, dim, keepdim, *, dtype", reduce::sum),
+    def("aten.mean.default", "self, *, dtype", reduce::mean),
+    def("aten.mean.dim", "self, dim, keepdim, *, dtype", reduce::mean),
+    def("aten.prod.default", "self, *, dtype", reduce::prod),
+    def("aten.prod.dim_int", "self, dim, keepdim, *, dtype", reduce::prod),
+    def("aten.amax.default", "self, dim, keepdim", |cx, a| reduce::extremum(cx, a, ReduceKind::Max)),
+    def("aten.amin.default", "self, dim, keepdim", |cx, a| reduce::extremum(cx, a, ReduceKind::Min)),
+    def("aten.any.default", "self", |cx, a| reduce::any_all(cx, a, ReduceKind::Or)),
+    def("aten.any.dim", "self, dim, keepdim", |cx, a| reduce::any_all(cx, a, ReduceKind::Or)),
+    def("aten.any.dims", "self, dim, keepdim", |cx, a| reduce::any_all(cx, a, ReduceKind::Or)),
+    def("aten.all.default", "self", |cx, a| reduce::any_all(cx, a, ReduceKind::And)),
+    def("aten.all.dim", "self, dim, keepdim", |cx, a| reduce::any_all(cx, a, ReduceKind::And)),
+    def("aten.all.dims", "self, dim, keepdim", |cx, a| reduce::any_all(cx, a, ReduceKind::And)),
+    def("aten.argmax.default", "self, dim, keepdim", |cx, a| reduce::arg_extremum(cx, a, ReduceKind::Max)),
+    def("aten.argmin.default", "self, dim, keepdim", |cx, a| reduce::arg_extremum(cx, a, ReduceKind::Min)),
+    def("aten.max.default", "self", |cx, a| reduce::extremum_all(cx, a, ReduceKind::Max)),
+    def("aten.min.default", "self", |cx, a| reduce::extremum_all(cx, a, ReduceKind::Min)),
+    def("aten.max.dim", "self, dim, keepdim", |cx, a| reduce::extremum_dim(cx, a, ReduceKind::Max)),
+    def("aten.min.dim", "self, dim, keepdim", |cx, a| reduce::extremum_dim(cx, a, ReduceKind::Min)),
+    def("aten.cumsum.default", "self, dim, *, dtype", reduce::cumsum),
+    def("aten.var.correction", "self, dim, *, correction, keepdim", |cx, a| reduce::var(cx, a, false)),
+    def("aten.std.correction", "self, dim, *, correction, keepdim", |cx, a| reduce::var(cx, a, true)),
+    // ---- shape and layout ----
+    def("aten.permute.default", "self, dims", layout::permute),
+    def("aten.t.default", "self", layout::t),
+    def("aten.transpose.int", "self, dim0, dim1", layout::transpose),
+    def("aten.view.default", "self, size", layout::view),
+    def("aten._unsafe_view.default", "self, size", layout::view),
+    def("aten.reshape.default", "self, shape", layout::reshape),
+    def("aten.expand.default", "self, size, *, implicit", layout::expand),
+    def("aten.unsqueeze.default", "self, dim", layout::unsqueeze),
+    def("aten.squeeze.default", "self", layout::squeeze),
+    def("aten.squeeze.dim", "self, dim", layout::squeeze),
+    def("aten.squeeze.dims", "self, dim", layout::squeeze),
+    def("aten.slice.Tensor", "self, dim, start, end, step", layout::slice),
+    def("aten.select.int", "self, dim, index", layout::select),
+    def("aten.cat.default", "tensors, dim", layout::cat),
+    def("aten.split_with_sizes.default", "self, split_sizes, dim", layout::split_with_sizes),
+    def("aten.split.Tensor", "self, split_size, dim", layout::split),
+    def("aten.unbind.int", "self, dim", layout::unbind),
+    def("aten.constant_pad_nd.default", "self, pad, value", layout::constant_pad_nd),
+    def("aten.flip.default", "self, dims", layout::flip),
+    def("aten.index_select.default", "self, dim, index", layout::index_select),
+    def("aten.repeat.default", "self, repeats", layout::repeat),
+    def("aten.triu.default", "self, diagonal", |cx, a| layout::triangle(cx, a, true)),
+    def("aten.tril.default", "self, diagonal", |cx, a| layout::triangle(cx, a, false)),
+    def("aten.sym_size.int", "self, dim", layout::sym_size),
+    // ---- copies, casts, no-ops ----
+    def("aten.clone.default", "self, *, memory_format", layout::identity),
+    def("aten.alias.default", "self", layout::identity),
+    def("aten.lift_fresh_copy.default", "self", layout::identity),
+    def("aten.detach.default", "self", layout::identity),
+    def("aten._to_copy.default", concat!("self, *, ", factory!(), ", non_blocking, memory_format"), layout::to_copy),
+    def("aten.to.dtype", "self, dtype, non_blocking, copy, memory_format", layout::to_copy),
+    def(
+        "aten._assert_tensor_metadata.default",
+        "a, size, stride, dtype, *, device, layout",
+        layout::assert_tensor_metadata,
+    ),
+    def("aten._assert_scalar.default", "self, assert_msg", layout::assert_scalar),
+    def("aten.sym_constrain_range.default", "size, *, min, max", layout::nothing),
+    def("aten.sym_constrain_range_for_size.default", "size, *, min, max", layout::nothing),
+    // ---- creation ----
+    def("aten.full.default", concat!("size, fill_value, *, ", factory!()), creation::full),
+    def("aten.full_like.default", concat!("self, fill_value, *, ", factory!(), ", memory_format"), creation::full_like),
+    def("aten.zeros.default", concat!("size, *, ", factory!()), |cx, a| creation::filled(cx, a, 0)),
+    def("aten.ones.default", concat!("size, *, ", factory!()), |cx, a| creation::filled(cx, a, 1)),
+    def("aten.empty.memory_format", concat!("size, *, ", factory!(), ", memory_format"), |cx, a| {
+        creation::filled(cx, a, 0)
+    }),
+    def("aten.empty_strided.default", concat!("size, stride, *, ", factory!()), |cx, a| creation::filled(cx, a, 0)),
+    def("aten.zeros_like.default", concat!("self, *, ", factory!(), ", memory_format"), |cx, a| {
+        creation::filled_like(cx, a, 0)
+    }),
+    def("aten.ones_like.default", concat!("self, *, ", factory!(), ", memory_format"), |cx, a| {
+        creation::filled_like(cx, a, 1)
+    }),
+    def("aten.empty_like.default", concat!("self, *, ", factory!(), ", memory_format"), |cx, a| {
+        creation::filled_like(cx, a, 0)
+    }),
+    def("aten.new_zeros.default", concat!("self, size, *, ", factory!()), |cx, a| creation::new_filled(cx, a, 0)),
+    def("aten.new_ones.default", concat!("self, size, *, ", factory!()), |cx, a| creation::new_filled(cx, a, 1)),
+    def("aten.new_empty.default", concat!("self, size, *, ", factory!()), |cx, a| creation::new_filled(cx, a, 0)),
+    def("aten.new_full.default", concat!("self, size, fill_value, *, ", factory!()), creation::new_full),
+    def("aten.scalar_tensor.default", concat!("s, *, ", factory!()), creation::scalar_tensor),
+    def("aten.arange.default", concat!("end, *, ", factory!()), creation::arange),
+    def("aten.arange.start", concat!("start, end, *, ", factory!()), creation::arange),
+    def("aten.arange.start_step", concat!("start, end, step, *, ", factory!()), creation::arange),
+];
+
+/// The entry for `name`.
+pub(crate) fn lookup(name: &str) -> Option<&'static OpDef> {
+    static INDEX: OnceLock<HashMap<&'static str, &'static OpDef>> = OnceLock::new();
+    INDEX.get_or_init(|| TABLE.iter().map(|def| (def.name, def)).collect()).get(name).copied()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_well_formed() {
+        let mut seen = std::collections::HashSet::new();
+        for def in TABLE {
+            assert!(seen.insert(def.name), "{} is listed twice", def.name);
+            assert_eq!(def.name.split('.').count(), 3, "{} is not `aten.op.overload`", def.name);
+            assert!(def.name.starts_with("aten."), "{}", def.name);
+        }
+    }
+}

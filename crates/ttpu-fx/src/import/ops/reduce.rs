@@ -1,0 +1,231 @@
+//! Reductions: sum, mean, prod, amax/amin, max/min, any/all, argmax/argmin, var/std, cumsum.
+//!
+//! PyTorch's dtype rules apply: sums and products of integers and bools are `i64` unless a dtype
+//! is given, `mean` needs a float, and `f16`/`bf16` accumulate in `f32` as PyTorch's CPU kernels
+//! do. An empty or missing dim list reduces every dim.
+
+use smallvec::SmallVec;
+use ttpu_ir::{BinaryOp, CompareDirection, DType, Dim, ReduceKind, Scalar, Shape, TensorType, ValueId, Window};
+
+use super::elementwise::{tensor, to_bool};
+use crate::error::Result;
+use crate::import::args::Args;
+use crate::import::ctx::{Cx, Imported, opmath};
+
+/// The reduced dims: the `dim` argument (one int or a list), or all dims when it is absent,
+/// `None` or empty.
+fn reduced_dims(cx: &Cx<'_>, args: &Args, x: ValueId) -> Result<Vec<usize>> {
+    let rank = cx.rank(x);
+    let dims = if args.has_param("dim") { args.opt_ints("dim")?.unwrap_or_default() } else { Vec::new() };
+    if dims.is_empty() {
+        return Ok((0..rank).collect());
+    }
+    let dims = cx.norm_dims(&dims, rank)?;
+    // A rank-0 tensor accepts dim 0 / -1 but has nothing to reduce.
+    Ok(if rank == 0 { Vec::new() } else { dims })
+}
+
+fn keepdim(args: &Args) -> Result<bool> {
+    if args.has_param("keepdim") { args.bool_or("keepdim", false) } else { Ok(false) }
+}
+
+/// The dtype of a sum or product: the given one, else `i64` for integers and bools.
+fn accumulate_dtype(args: &Args, input: DType) -> Result<DType> {
+    Ok(args.opt_dtype("dtype")?.unwrap_or(if input.is_float() { input } else { DType::I64 }))
+}
+
+/// Reduces `x` converted to `dtype`, accumulating in its opmath dtype.
+fn reduce_in(
+    cx: &mut Cx<'_>,
+    x: ValueId,
+    kind: ReduceKind,
+    dims: &[usize],
+    keep: bool,
+    dtype: DType,
+) -> Result<ValueId> {
+    let x = cx.convert(x, dtype)?;
+    let compute = cx.convert(x, opmath(dtype))?;
+    let reduced = cx.reduce_keep(compute, kind, dims, keep)?;
+    cx.convert(reduced, dtype)
+}
+
+/// `sum.default` / `sum.dim_IntList`.
+pub(super) fn sum(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    let dims = reduced_dims(cx, args, x)?;
+    let dtype = accumulate_dtype(args, cx.dtype(x))?;
+    tensor(reduce_in(cx, x, ReduceKind::Sum, &dims, keepdim(args)?, dtype)?)
+}
+
+/// `prod.default` / `prod.dim_int`.
+pub(super) fn prod(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    let dims = reduced_dims(cx, args, x)?;
+    let dtype = accumulate_dtype(args, cx.dtype(x))?;
+    tensor(reduce_in(cx, x, ReduceKind::Product, &dims, keepdim(args)?, dtype)?)
+}
+
+/// The number of elements in `dims` of `x`, which must be static.
+fn count(cx: &Cx<'_>, x: ValueId, dims: &[usize]) -> Result<i64> {
+    dims.iter().try_fold(1i64, |acc, &dim| Ok(acc * cx.static_dim(x, dim, "averaging")?))
+}
+
+/// `mean.default` / `mean.dim`: the sum over the count, in floats only.
+pub(super) fn mean(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    let dtype = args.opt_dtype("dtype")?.unwrap_or(cx.dtype(x));
+    if !dtype.is_float() {
+        return Err(cx.bad(format!("mean needs a floating-point input or dtype, found {dtype}")));
+    }
+    let dims = reduced_dims(cx, args, x)?;
+    tensor(mean_in(cx, x, &dims, keepdim(args)?, dtype)?)
+}
+
+/// The mean of `x` over `dims` as `dtype`, accumulated in opmath.
+fn mean_in(cx: &mut Cx<'_>, x: ValueId, dims: &[usize], keep: bool, dtype: DType) -> Result<ValueId> {
+    let n = count(cx, x, dims)?;
+    let x = cx.convert(x, dtype)?;
+    let compute = cx.convert(x, opmath(dtype))?;
+    let total = cx.reduce_keep(compute, ReduceKind::Sum, dims, keep)?;
+    let mean = cx.binary_scalar(BinaryOp::Divide, total, Scalar::Int(n))?;
+    cx.convert(mean, dtype)
+}
+
+/// `amax` / `amin`.
+pub(super) fn extremum(cx: &mut Cx<'_>, args: &Args, kind: ReduceKind) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    let dims = reduced_dims(cx, args, x)?;
+    tensor(cx.reduce_keep(x, kind, &dims, keepdim(args)?)?)
+}
+
+/// `any` / `all`: a bool reduction of `x != 0`.
+pub(super) fn any_all(cx: &mut Cx<'_>, args: &Args, kind: ReduceKind) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    let dims = reduced_dims(cx, args, x)?;
+    let as_bool = to_bool(cx, x)?;
+    let reduced = cx.reduce_keep(as_bool, kind, &dims, keepdim(args)?)?;
+    // PyTorch keeps `uint8` for `uint8` inputs; everything else gives bool.
+    let out = if cx.dtype(x) == DType::U8 { DType::U8 } else { DType::Bool };
+    tensor(cx.convert(reduced, out)?)
+}
+
+/// `argmax` / `argmin`: the first index of the extremum along `dim` (NaN counts as the extremum,
+/// as in PyTorch), or of the flattened tensor when `dim` is `None`.
+pub(super) fn arg_extremum(cx: &mut Cx<'_>, args: &Args, kind: ReduceKind) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    let keep = args.bool_or("keepdim", false)?;
+    match args.opt_int("dim")? {
+        Some(dim) => {
+            let dim = cx.norm_dim(dim, cx.rank(x))?;
+            tensor(extreme_and_index(cx, x, dim, kind, keep)?.1)
+        }
+        None => {
+            let n = count(cx, x, &(0..cx.rank(x)).collect::<Vec<_>>())?;
+            let flat = cx.reshape(x, Shape::from_static(&[n]))?;
+            let index = extreme_and_index(cx, flat, 0, kind, false)?.1;
+            let shape = if keep { Shape::from_static(&vec![1; cx.rank(x)]) } else { Shape::scalar() };
+            tensor(cx.reshape(index, shape)?)
+        }
+    }
+}
+
+/// `max.dim` / `min.dim` → (values, indices).
+pub(super) fn extremum_dim(cx: &mut Cx<'_>, args: &Args, kind: ReduceKind) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    let dim = cx.norm_dim(args.int("dim")?, cx.rank(x))?;
+    let (values, indices) = extreme_and_index(cx, x, dim, kind, args.bool_or("keepdim", false)?)?;
+    Ok(Imported::Tuple(vec![Imported::Tensor(values), Imported::Tensor(indices)]))
+}
+
+/// `max.default` / `min.default`: the extremum of every element.
+pub(super) fn extremum_all(cx: &mut Cx<'_>, args: &Args, kind: ReduceKind) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    let dims: Vec<usize> = (0..cx.rank(x)).collect();
+    tensor(cx.reduce(x, kind, &dims)?)
+}
+
+/// The extremum along `dim` and the first index holding it (NaN counts as the extremum).
+fn extreme_and_index(
+    cx: &mut Cx<'_>,
+    x: ValueId,
+    dim: usize,
+    kind: ReduceKind,
+    keep: bool,
+) -> Result<(ValueId, ValueId)> {
+    if cx.rank(x) == 0 {
+        let zero = cx.splat(DType::I64, Scalar::Int(0), &Shape::scalar())?;
+        return Ok((x, zero));
+    }
+    let shape = cx.shape(x);
+    let reduced = cx.reduce(x, kind, &[dim])?;
+    let kept = cx.reshape(reduced, crate::import::ctx::keepdim_shape(&shape, &[dim]))?;
+    let wide = cx.broadcast_to(kept, &shape)?;
+    let mut hit = cx.compare(CompareDirection::Eq, x, wide)?;
+    if cx.dtype(x).is_float() {
+        let nan = cx.compare(CompareDirection::Ne, x, x)?;
+        hit = cx.binary(BinaryOp::Or, hit, nan)?;
+    }
+    let positions = cx.b.iota(TensorType::new(DType::I64, shape.clone()), dim as i64);
+    let positions = cx.ok(positions)?;
+    // Misses get a position past the end, so the minimum is the first hit.
+    let beyond = match &shape[dim] {
+        Dim::Static(size) => *size,
+        Dim::Sym(_) => i64::MAX,
+    };
+    let beyond = cx.splat(DType::I64, Scalar::Int(beyond), &shape)?;
+    let candidates = cx.select(hit, positions, beyond)?;
+    let index = cx.reduce_keep(candidates, ReduceKind::Min, &[dim], keep)?;
+    let values = if keep { kept } else { reduced };
+    Ok((values, index))
+}
+
+/// `cumsum(self, dim, dtype)`: a `reduce_window` sum whose window reaches back over the whole dim.
+pub(super) fn cumsum(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    let rank = cx.rank(x);
+    let dim = cx.norm_dim(args.int("dim")?, rank)?;
+    let dtype = accumulate_dtype(args, cx.dtype(x))?;
+    if rank == 0 {
+        return tensor(cx.convert(x, dtype)?);
+    }
+    let size = cx.static_dim(x, dim, "cumsum")?;
+    let x = cx.convert(x, dtype)?;
+    let compute = cx.convert(x, opmath(dtype))?;
+    let mut window = Window {
+        dimensions: SmallVec::from_elem(1, rank),
+        strides: SmallVec::from_elem(1, rank),
+        base_dilations: SmallVec::from_elem(1, rank),
+        window_dilations: SmallVec::from_elem(1, rank),
+        padding: SmallVec::from_elem((0, 0), rank),
+    };
+    window.dimensions[dim] = size.max(1);
+    window.padding[dim] = ((size - 1).max(0), 0);
+    let built = cx.b.reduce_window(compute, ReduceKind::Sum, window);
+    let summed = cx.ok(built)?;
+    tensor(cx.convert(summed, dtype)?)
+}
+
+/// `var.correction` / `std.correction`: the mean squared deviation over `n - correction`.
+pub(super) fn var(cx: &mut Cx<'_>, args: &Args, sqrt: bool) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    let dtype = cx.dtype(x);
+    if !dtype.is_float() {
+        return Err(cx.bad(format!("var/std need a floating-point input, found {dtype}")));
+    }
+    let dims = reduced_dims(cx, args, x)?;
+    let keep = args.bool_or("keepdim", false)?;
+    let correction = args.scalar_or("correction", Scalar::Int(1))?.as_f64();
+    let n = count(cx, x, &dims)? as f64;
+    let compute = cx.convert(x, opmath(dtype))?;
+    let shape = cx.shape(compute);
+    let mean = cx.reduce_keep(compute, ReduceKind::Sum, &dims, true)?;
+    let mean = cx.binary_scalar(BinaryOp::Divide, mean, Scalar::Float(n))?;
+    let mean = cx.broadcast_to(mean, &shape)?;
+    let centered = cx.binary(BinaryOp::Subtract, compute, mean)?;
+    let squared = cx.binary(BinaryOp::Multiply, centered, centered)?;
+    let total = cx.reduce_keep(squared, ReduceKind::Sum, &dims, keep)?;
+    // PyTorch divides by max(n - correction, 0), giving inf or nan when that is zero.
+    let result = cx.binary_scalar(BinaryOp::Divide, total, Scalar::Float((n - correction).max(0.0)))?;
+    let result = if sqrt { cx.unary(ttpu_ir::UnaryOp::Sqrt, result)? } else { result };
+    tensor(cx.convert(result, dtype)?)
+}

@@ -1,0 +1,302 @@
+//! The walk over a parsed program: symbols, placeholders, nodes in order, outputs.
+//!
+//! Every node's result is kept by name ([`Imported`]); after decomposing a node its result type is
+//! compared with the printed annotation, so a wrong decomposition fails at the node that caused it
+//! rather than as a numerical difference at the end.
+
+use std::collections::HashMap;
+
+use ttpu_ir::{GraphBuilder, Loc, SymbolRange, TensorType};
+
+use super::args::{self, Val};
+use super::ctx::{Cx, Imported, Site};
+use super::{ImportOptions, Module, ops, signature, sym};
+use crate::ast::{Arg, Expr, FxType, Node, Program, Span, SymExpr};
+use crate::error::{Error, Result};
+
+/// Imports `program`; see [`super::import`].
+pub(crate) fn import(program: &Program, options: &ImportOptions) -> Result<Module> {
+    let mut walk = Walk {
+        cx: Cx {
+            b: GraphBuilder::new(),
+            site: Site {
+                path: program.path.clone(),
+                source: program.source.clone(),
+                op: String::new(),
+                node: String::new(),
+                span: Span::default(),
+            },
+            symbol_values: &options.symbol_values,
+        },
+        program,
+        env: HashMap::new(),
+    };
+    walk.symbols()?;
+    let input_types = walk.placeholders()?;
+    let inputs = signature::inputs(program, &input_types)?;
+    for node in &program.nodes {
+        walk.node(node)?;
+    }
+    let (values, outputs) = signature::outputs(program, &inputs, &walk.cx.b, |name| walk.env.get(name))?;
+    let mut graph = walk.cx.b.finish(&values);
+    // Multi-output ops build every result (layer norm's mean and rstd, pooling indices); drop the
+    // ones nothing uses so the graph holds only what the model computes.
+    graph.compact();
+    Ok(Module { graph, signature: super::ModelSignature { inputs, outputs } })
+}
+
+struct Walk<'a> {
+    cx: Cx<'a>,
+    program: &'a Program,
+    env: HashMap<String, Imported>,
+}
+
+impl Walk<'_> {
+    fn location(&self, span: Span) -> crate::Location {
+        self.cx.site.location(span)
+    }
+
+    /// Declares the symbols that stay symbolic and checks the values given for the others.
+    fn symbols(&mut self) -> Result<()> {
+        let values = self.cx.symbol_values;
+        for (name, &value) in values {
+            let Some(constraint) = self.program.range_constraints.iter().find(|rc| &rc.symbol == name) else {
+                // No constraint to point at: point at the first one, or the top of the file.
+                let span = self.program.range_constraints.first().map(|rc| rc.span).unwrap_or_default();
+                return Err(Error::Signature {
+                    at: self.location(span),
+                    message: format!("a value is given for symbol `{name}`, but the model has no such symbol"),
+                });
+            };
+            if value < constraint.min || constraint.max.is_some_and(|max| value > max) {
+                let max = constraint.max.map_or_else(|| "inf".to_string(), |max| max.to_string());
+                return Err(Error::Signature {
+                    at: self.location(constraint.span),
+                    message: format!("symbol `{name}` = {value} is outside its range [{}, {max}]", constraint.min),
+                });
+            }
+        }
+        for constraint in &self.program.range_constraints {
+            if !values.contains_key(&constraint.symbol) {
+                let range = SymbolRange { min: constraint.min, max: constraint.max };
+                self.cx.b.graph_mut().symbols.declare(&constraint.symbol, range);
+            }
+        }
+        Ok(())
+    }
+
+    /// The IR type of an annotation; compound dims need symbol values.
+    fn tensor_type(&mut self, dtype: ttpu_ir::DType, dims: &[SymExpr], what: &str, span: Span) -> Result<TensorType> {
+        let mut shape = Vec::with_capacity(dims.len());
+        for dim in dims {
+            let folded = sym::fold(dim, self.cx.symbol_values);
+            let Some(dim) = self.cx.intern_dim(&folded) else {
+                let names = sym::symbols(&folded).join(", ");
+                return Err(Error::DynamicDims {
+                    at: self.location(span),
+                    message: format!(
+                        "{what} has the dim `{}`; give a value to {names} (symbol_values) to import it",
+                        sym::Show(&folded)
+                    ),
+                });
+            };
+            if let ttpu_ir::Dim::Static(size) = dim
+                && size < 0
+            {
+                return Err(Error::Signature {
+                    at: self.location(span),
+                    message: format!("{what} has the negative dim {size}"),
+                });
+            }
+            shape.push(dim);
+        }
+        Ok(TensorType::new(dtype, shape.into_iter().collect()))
+    }
+
+    /// Graph inputs from the placeholders, typed by their annotations.
+    fn placeholders(&mut self) -> Result<Vec<TensorType>> {
+        let mut types = Vec::with_capacity(self.program.placeholders.len());
+        for placeholder in &self.program.placeholders {
+            let FxType::Tensor { dtype, dims } = &placeholder.ty else {
+                return Err(Error::Signature {
+                    at: self.location(placeholder.span),
+                    message: format!(
+                        "input `{}` is not a tensor; symbolic-int and other non-tensor inputs are not supported",
+                        placeholder.name
+                    ),
+                });
+            };
+            let what = format!("input `{}`", placeholder.name);
+            let ty = self.tensor_type(*dtype, dims, &what, placeholder.span)?;
+            let value = self.cx.b.input(ty.clone(), Some(placeholder.name.clone()));
+            self.env.insert(placeholder.name.clone(), Imported::Tensor(value));
+            types.push(ty);
+        }
+        Ok(types)
+    }
+
+    /// Decomposes one node and records its result.
+    fn node(&mut self, node: &Node) -> Result<()> {
+        let (op, span) = match &node.expr {
+            Expr::Call { target, target_span, .. } => (target.clone(), *target_span),
+            Expr::Index { .. } => ("operator.getitem".to_string(), node.span),
+            Expr::SymBinary { op, .. } => (format!("`{op}` on symbolic ints"), node.span),
+        };
+        self.cx.site.op = op.clone();
+        self.cx.site.node = node.name.clone();
+        self.cx.site.span = span;
+        self.cx.b.set_loc(Loc {
+            name: Some(node.name.clone()),
+            origin: Some(format!("{op} @ {}:{}", self.program.path, node.line)),
+        });
+        // Convert the annotation first: a compound symbolic dim is a clearer error than whatever
+        // the decomposition would hit.
+        let annotated = match &node.ty {
+            Some(FxType::Tensor { dtype, dims }) => {
+                let what = format!("node `{}`", node.name);
+                Some(Annotated::Tensor(self.tensor_type(*dtype, dims, &what, node.span)?))
+            }
+            Some(FxType::SymInt(expr)) => Some(Annotated::SymInt(sym::fold(expr, self.cx.symbol_values))),
+            Some(FxType::Other(_)) | None => None,
+        };
+        let value = match &node.expr {
+            Expr::Call { target, args, kwargs, target_span } => self.call(target, args, kwargs, *target_span)?,
+            Expr::Index { base, index } => {
+                let tuple = self
+                    .env
+                    .get(base)
+                    .ok_or_else(|| Error::UndefinedName { at: self.location(node.span), name: base.clone() })?;
+                element(&self.cx.site, base, tuple, *index)?
+            }
+            Expr::SymBinary { op, lhs, rhs } => {
+                let lhs = self.sym_operand(lhs)?;
+                let rhs = self.sym_operand(rhs)?;
+                if let Some(truth) = sym::compare(op, &lhs, &rhs) {
+                    Imported::SymBool(truth)
+                } else {
+                    let folded = sym::combine(op, lhs, rhs)
+                        .ok_or_else(|| self.cx.bad(format!("unknown operator `{op}` on symbolic ints")))?;
+                    Imported::SymInt(folded)
+                }
+            }
+        };
+        if let Some(annotated) = annotated {
+            self.check(node, &op, &value, annotated)?;
+        }
+        self.env.insert(node.name.clone(), value);
+        Ok(())
+    }
+
+    /// A call: `getitem`, or an overload from the table.
+    fn call(&mut self, target: &str, args: &[Arg], kwargs: &[(String, Arg)], span: Span) -> Result<Imported> {
+        let site = self.cx.site.clone();
+        let env = &self.env;
+        let mut resolve = |name: &str, span: Span| -> Result<Val> {
+            match env.get(name) {
+                Some(imported) => args::imported_val(&site, name, imported),
+                None => Err(Error::UndefinedName { at: site.location(span), name: name.to_string() }),
+            }
+        };
+        if matches!(target, "torch._check" | "torch._check_is_size") {
+            // Runtime checks on symbolic values: only a statically false one is an error.
+            if let [Arg::Name(name, _), ..] = args
+                && let Some(Imported::SymBool(Some(false))) = self.env.get(name)
+            {
+                return Err(self.cx.bad(format!("`{name}` is false for the given symbol values")));
+            }
+            return Ok(Imported::None);
+        }
+        if target == "operator.getitem" {
+            let ([Arg::Name(base, base_span), Arg::Int(index)], []) = (args, kwargs) else {
+                return Err(self.cx.bad("expects a node name and an int index"));
+            };
+            let tuple = self
+                .env
+                .get(base)
+                .ok_or_else(|| Error::UndefinedName { at: self.location(*base_span), name: base.clone() })?;
+            return element(&self.cx.site, base, tuple, *index);
+        }
+        let Some(def) = ops::lookup(target) else {
+            return Err(Error::UnsupportedOp {
+                at: self.location(span),
+                op: target.to_string(),
+                node: self.cx.site.node.clone(),
+            });
+        };
+        let positional = args.iter().map(|arg| args::resolve_arg(arg, &mut resolve)).collect::<Result<Vec<_>>>()?;
+        let keywords = kwargs
+            .iter()
+            .map(|(name, arg)| Ok((name.clone(), args::resolve_arg(arg, &mut resolve)?)))
+            .collect::<Result<Vec<_>>>()?;
+        let bound = args::bind(site, def.params, positional, keywords)?;
+        (def.run)(&mut self.cx, &bound)
+    }
+
+    /// An operand of a `SymBinary`: an int literal or a symbolic-int node.
+    fn sym_operand(&self, arg: &Arg) -> Result<SymExpr> {
+        match arg {
+            Arg::Int(value) => Ok(SymExpr::Int(*value)),
+            Arg::Name(name, span) => match self.env.get(name) {
+                Some(Imported::SymInt(expr)) => Ok(expr.clone()),
+                Some(_) => Err(self.cx.bad(format!("`{name}` is not a symbolic int"))),
+                None => Err(Error::UndefinedName { at: self.location(*span), name: name.clone() }),
+            },
+            _ => Err(self.cx.bad("operands of symbolic-int arithmetic must be ints or symbolic ints")),
+        }
+    }
+
+    /// Compares a node's result with its annotation.
+    fn check(&self, node: &Node, op: &str, value: &Imported, annotated: Annotated) -> Result<()> {
+        let inferred = match (value, &annotated) {
+            (Imported::Tensor(value), Annotated::Tensor(expected)) => {
+                let ty = self.cx.b.ty(*value);
+                if ty == expected {
+                    return Ok(());
+                }
+                ty.to_string()
+            }
+            (Imported::SymInt(expr), Annotated::SymInt(expected)) => {
+                // Different spellings of one expression are fine; only differing literals are not.
+                match (expr, expected) {
+                    (SymExpr::Int(a), SymExpr::Int(b)) if a != b => format!("Sym({a})"),
+                    _ => return Ok(()),
+                }
+            }
+            (Imported::Tensor(value), _) => self.cx.b.ty(*value).to_string(),
+            (Imported::SymInt(expr), _) => format!("Sym({})", sym::Show(expr)),
+            (Imported::Tuple(items), _) => format!("a tuple of {}", items.len()),
+            (Imported::SymBool(_), _) => "a symbolic bool".to_string(),
+            (Imported::None, _) => "nothing".to_string(),
+        };
+        let annotated = match annotated {
+            Annotated::Tensor(ty) => ty.to_string(),
+            Annotated::SymInt(expr) => format!("Sym({})", sym::Show(&expr)),
+        };
+        Err(Error::TypeMismatch {
+            at: self.location(node.span),
+            op: op.to_string(),
+            node: node.name.clone(),
+            annotated,
+            inferred,
+        })
+    }
+}
+
+/// A node's annotation, converted.
+enum Annotated {
+    Tensor(TensorType),
+    SymInt(SymExpr),
+}
+
+/// Element `index` of a multi-output result (Python indexing: negative counts from the end).
+fn element(site: &Site, base: &str, tuple: &Imported, index: i64) -> Result<Imported> {
+    let Imported::Tuple(items) = tuple else {
+        return Err(site.bad(format!("`{base}` is not a tuple")));
+    };
+    let position = if index < 0 { index + items.len() as i64 } else { index };
+    usize::try_from(position)
+        .ok()
+        .and_then(|position| items.get(position))
+        .cloned()
+        .ok_or_else(|| site.bad(format!("index {index} is out of range for `{base}` of {} results", items.len())))
+}
