@@ -135,7 +135,11 @@ fn install_plugin() -> Result<()> {
     ensure_pip()?;
     let download = dir.join("download");
     eprintln!("xtask: fetching {PLUGIN_WHEEL} from PyPI");
-    run(Command::new("python3").args(["-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--quiet"]).arg("-d").arg(&download).arg(PLUGIN_WHEEL))?;
+    run(Command::new("python3")
+        .args(["-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--quiet"])
+        .arg("-d")
+        .arg(&download)
+        .arg(PLUGIN_WHEEL))?;
     let wheel = download.join(PLUGIN_WHEEL_FILE);
     let bytes = std::fs::read(&wheel).with_context(|| format!("reading {}", wheel.display()))?;
     let digest = format!("{:x}", Sha256::digest(&bytes));
@@ -145,7 +149,8 @@ fn install_plugin() -> Result<()> {
     let unpacked = dir.join("unpacked");
     run(Command::new("python3").args(["-m", "zipfile", "-e"]).arg(&wheel).arg(&unpacked))?;
     // Rename into place last, so an interrupted setup never leaves a half-written plugin behind.
-    std::fs::rename(unpacked.join(PLUGIN_MEMBER), &target).with_context(|| format!("installing {}", target.display()))?;
+    std::fs::rename(unpacked.join(PLUGIN_MEMBER), &target)
+        .with_context(|| format!("installing {}", target.display()))?;
     std::fs::remove_dir_all(&unpacked).ok();
     std::fs::remove_dir_all(&download).ok();
     eprintln!("xtask: CPU PJRT plugin installed at {}", target.display());
@@ -153,7 +158,11 @@ fn install_plugin() -> Result<()> {
 }
 
 fn ensure_pip() -> Result<()> {
-    let has_pip = Command::new("python3").args(["-m", "pip", "--version"]).output().map(|out| out.status.success()).unwrap_or(false);
+    let has_pip = Command::new("python3")
+        .args(["-m", "pip", "--version"])
+        .output()
+        .map(|out| out.status.success())
+        .unwrap_or(false);
     if has_pip {
         return Ok(());
     }

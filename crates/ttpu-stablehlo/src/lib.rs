@@ -19,7 +19,7 @@
 //! included) reads. Only `func`/`builtin` are real registered dialects here, so MLIR's verifier
 //! checks structure (SSA, function signature against `return`) while StableHLO's own
 //! constraints are this crate's responsibility: attribute formats follow the StableHLO dialect,
-//! and the few dtype restrictions the IR does not share are refused as [`Error::Unsupported`].
+//! and the IR's inference already refuses the dtypes StableHLO does not define an op on.
 //!
 //! No `melior` type appears in the public API: callers get text or an [`Error`].
 
@@ -47,16 +47,6 @@ pub enum Error {
     /// The graph breaks the IR's own invariants (`ttpu_ir::verify`).
     #[error(transparent)]
     InvalidGraph(#[from] VerifyErrors),
-    /// The IR accepts the op on this dtype but StableHLO does not (e.g. `abs` of `u8`).
-    #[error("`{op}` is not defined in StableHLO for {ty} (node {node})")]
-    Unsupported {
-        /// The op mnemonic.
-        op: &'static str,
-        /// The operand or result type StableHLO rejects.
-        ty: TensorType,
-        /// The node's FX name or origin, or its index when it has neither.
-        node: String,
-    },
     /// MLIR's verifier rejected the module; `message` holds its diagnostics.
     #[error("MLIR verification failed: {message}")]
     Verify {

@@ -10,7 +10,7 @@ use melior::ir::operation::{OperationLike, OperationPrintingFlags};
 use melior::ir::r#type::FunctionType;
 use melior::ir::{Block, BlockLike, Location, Module, Operation, Region, RegionLike, Type, Value};
 use smallvec::SmallVec;
-use ttpu_ir::{DType, Graph, Literal, Loc, Node, Op, ReduceKind, Scalar, TensorType, UnaryOp};
+use ttpu_ir::{DType, Graph, Literal, Loc, Node, Op, ReduceKind, TensorType};
 
 use crate::context::Session;
 use crate::ops::{self, internal};
@@ -21,7 +21,6 @@ use crate::{Error, LowerOptions};
 pub(crate) fn lower(graph: &Graph, options: &LowerOptions) -> Result<String, Error> {
     check_static(graph)?;
     ttpu_ir::verify(graph)?;
-    check_supported(graph)?;
 
     let session = Session::new();
     let module = build_module(session.context(), graph).map_err(|error| with_diagnostics(error, &session))?;
@@ -60,32 +59,6 @@ fn check_static(graph: &Graph) -> Result<(), Error> {
         let ty = graph.ty(value);
         if !ty.shape.is_static() {
             return Err(Error::DynamicDims { value, ty: ty.clone() });
-        }
-    }
-    Ok(())
-}
-
-/// Refuses the few op/dtype pairs that the IR accepts but StableHLO's type constraints do not,
-/// so the failure names the FX node instead of surfacing later as an XLA parse error.
-fn check_supported(graph: &Graph) -> Result<(), Error> {
-    for (node_id, node) in graph.nodes() {
-        let operand = node.operands.first().map(|&value| graph.ty(value));
-        let result = node.results.first().map(|&value| graph.ty(value));
-        let rejected = match &node.op {
-            // `abs`/`sign` take signed integers and floats only.
-            Op::Unary(UnaryOp::Abs | UnaryOp::Sign) => operand.filter(|ty| matches!(ty.dtype, DType::U8 | DType::Bool)),
-            // `negate` and `iota` take integers and floats, not `i1`.
-            Op::Unary(UnaryOp::Negate) => operand.filter(|ty| ty.dtype == DType::Bool),
-            Op::Iota { .. } => result.filter(|ty| ty.dtype == DType::Bool),
-            _ => None,
-        };
-        if let Some(ty) = rejected {
-            let name = match (&node.loc.name, &node.loc.origin) {
-                (Some(name), _) => name.clone(),
-                (None, Some(origin)) => origin.clone(),
-                (None, None) => node_id.to_string(),
-            };
-            return Err(Error::Unsupported { op: node.op.mnemonic(), ty: ty.clone(), node: name });
         }
     }
     Ok(())
@@ -181,13 +154,7 @@ fn init_value<'c, 'a>(
     dtype: DType,
     location: Location<'c>,
 ) -> Result<Value<'c, 'a>, Error> {
-    let identity = match (kind, dtype) {
-        // `identity` gives `true`, which is 1 once converted; a bitwise `and` over integers needs
-        // every bit set (-1, or 255 for u8, which the conversion wraps to).
-        (ReduceKind::And, dtype) if dtype.is_integer() => Scalar::Int(-1),
-        _ => kind.identity(dtype),
-    };
-    let constant = ops::constant(context, &Literal::scalar(dtype, identity), location)?;
+    let constant = ops::constant(context, &Literal::scalar(dtype, kind.identity(dtype)), location)?;
     let defined = block.append_operation(constant);
     defined.result(0).map(Into::into).map_err(|error| internal("reading an op result", error))
 }

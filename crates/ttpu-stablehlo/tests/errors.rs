@@ -24,22 +24,6 @@ fn symbolic_dims_are_refused_with_the_value_and_its_type() {
 }
 
 #[test]
-fn ops_stablehlo_rejects_for_a_dtype_name_the_node() {
-    let mut b = GraphBuilder::new();
-    let u = input(&mut b, "u", DType::U8, &[3]);
-    at(&mut b, "abs_1", "aten.abs.default @ model.fx:3");
-    let y = b.unary(UnaryOp::Abs, u).unwrap();
-    let error = ttpu_stablehlo::lower(&b.finish(&[y])).unwrap_err();
-    assert_eq!(error.to_string(), "`abs` is not defined in StableHLO for u8[3] (node abs_1)");
-
-    let mut b = GraphBuilder::new();
-    let p = input(&mut b, "p", DType::Bool, &[3]);
-    let y = b.unary(UnaryOp::Negate, p).unwrap();
-    let error = ttpu_stablehlo::lower(&b.finish(&[y])).unwrap_err();
-    assert_eq!(error.to_string(), "`negate` is not defined in StableHLO for bool[3] (node node0)");
-}
-
-#[test]
 fn invalid_graphs_are_refused_before_mlir_sees_them() {
     let mut b = GraphBuilder::new();
     let x = input(&mut b, "x", DType::F32, &[2]);

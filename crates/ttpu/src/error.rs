@@ -6,9 +6,10 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// Reading or importing the `.fx` text failed.
+    /// Reading or importing the `.fx` text failed. Boxed: frontend errors carry a location and
+    /// texts, and every other result of the driver should not pay for their size.
     #[error(transparent)]
-    Frontend(#[from] ttpu_fx::Error),
+    Frontend(Box<ttpu_fx::Error>),
     /// Lowering to StableHLO failed.
     #[error(transparent)]
     Lower(#[from] ttpu_stablehlo::Error),
@@ -92,6 +93,12 @@ pub enum Error {
         /// What does not match.
         message: String,
     },
+}
+
+impl From<ttpu_fx::Error> for Error {
+    fn from(error: ttpu_fx::Error) -> Error {
+        Error::Frontend(Box::new(error))
+    }
 }
 
 /// Result of the driver.

@@ -11,7 +11,11 @@ use miette::{LabeledSpan, NamedSource, Report};
 use ttpu::{CompileOptions, Compiler, HostTensor, Session, TensorMap, read_safetensors, write_safetensors};
 
 #[derive(Parser)]
-#[command(name = "ttpu", version, about = "Compile PyTorch programs (torch.export text) to StableHLO and run them on PJRT plugins")]
+#[command(
+    name = "ttpu",
+    version,
+    about = "Compile PyTorch programs (torch.export text) to StableHLO and run them on PJRT plugins"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -102,13 +106,16 @@ fn run(cli: Cli) -> Result<ExitCode, Report> {
         Command::Lower { model, emit, output } => {
             let (source, path) = read_model(&model)?;
             let compiler = Compiler::new();
-            let module = compiler.import(&source, &path, &CompileOptions::default()).map_err(|error| report(error, &source))?;
+            let module =
+                compiler.import(&source, &path, &CompileOptions::default()).map_err(|error| report(error, &source))?;
             let text = match emit {
                 Emit::Ir => ttpu_ir::text::print(&module.graph),
                 Emit::Stablehlo => compiler.lower(&module).map_err(|error| report(error, &source))?,
             };
             match output {
-                Some(file) => std::fs::write(&file, text).map_err(|error| miette::miette!("{}: {error}", file.display()))?,
+                Some(file) => {
+                    std::fs::write(&file, text).map_err(|error| miette::miette!("{}: {error}", file.display()))?
+                }
                 None => print!("{text}"),
             }
             Ok(ExitCode::SUCCESS)
@@ -125,7 +132,8 @@ fn run(cli: Cli) -> Result<ExitCode, Report> {
         Command::Parity { model, data, expected, rtol, atol } => {
             let (source, outputs) = execute(&model, &data)?;
             let expected = read_safetensors(&expected).map_err(|error| report(error, &source))?;
-            let reports = ttpu::parity::compare(&outputs, &expected, rtol, atol).map_err(|error| report(error, &source))?;
+            let reports =
+                ttpu::parity::compare(&outputs, &expected, rtol, atol).map_err(|error| report(error, &source))?;
             let mut all_ok = true;
             println!("parity (rtol {rtol:e}, atol {atol:e}):");
             for parity in &reports {
@@ -171,7 +179,7 @@ fn report(error: ttpu::Error, source: &str) -> Report {
         let at = frontend.location();
         let span = at.span.start.min(source.len())..at.span.end.clamp(at.span.start, source.len());
         let label = LabeledSpan::at(span, "here");
-        let named = NamedSource::new(at.path.to_string(), source.to_owned());
+        let named = NamedSource::new(&at.path, source.to_owned());
         return miette::miette!(labels = vec![label], "{error}").with_source_code(named);
     }
     miette::miette!("{error}")

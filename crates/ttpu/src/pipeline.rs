@@ -16,7 +16,8 @@ pub struct Pass {
 }
 
 /// The default pipeline.
-pub const PASSES: &[Pass] = &[Pass { name: "dce", summary: "remove nodes whose results are unused", run: Graph::compact }];
+pub const PASSES: &[Pass] =
+    &[Pass { name: "dce", summary: "remove nodes whose results are unused", run: Graph::compact }];
 
 /// Runs `passes` in order, verifying after each.
 pub fn run_passes(graph: &mut Graph, passes: &[Pass]) -> Result<()> {

@@ -170,7 +170,11 @@ fn bind_arguments<'a>(
                 what,
                 key: key.clone(),
                 found: describe(tensor),
-                known: if known.is_empty() { "none".into() } else { known.iter().map(|key| format!("`{key}`")).collect::<Vec<_>>().join(", ") },
+                known: if known.is_empty() {
+                    "none".into()
+                } else {
+                    known.iter().map(|key| format!("`{key}`")).collect::<Vec<_>>().join(", ")
+                },
             });
         }
     }

@@ -54,7 +54,7 @@ pub fn read_safetensors(path: &Path) -> Result<TensorMap> {
     let bytes = std::fs::read(path).map_err(|source| Error::Io { path: path.to_owned(), source })?;
     let file = SafeTensors::deserialize(&bytes)
         .map_err(|error| Error::Safetensors { path: path.to_owned(), message: error.to_string() })?;
-    let mut names: Vec<String> = file.names().into_iter().cloned().collect();
+    let mut names: Vec<String> = file.names().into_iter().map(|name| name.to_owned()).collect();
     // safetensors does not keep insertion order; sorted keys make every listing deterministic.
     names.sort();
     let mut map = TensorMap::new();

@@ -90,13 +90,18 @@ fn parity_fails_with_a_nonzero_exit_when_outputs_differ() {
         "fixtures/mlp_bf16/expected.safetensors",
     ]);
     assert!(!out.status.success());
-    assert!(stderr(&out).contains("expected output `output_0`: expected bf16[4, 8], the model produced f32[4, 8]"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("expected output `output_0`: expected bf16[4, 8], the model produced f32[4, 8]"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
 fn a_malformed_model_reports_file_line_and_column() {
     let out = ttpu(&["lower", "fixtures/errors/unknown_op.fx"]);
     assert!(!out.status.success());
-    let expected = std::fs::read_to_string(common::fixtures_dir().join("errors/unknown_op.expected")).expect("expected message");
+    let expected =
+        std::fs::read_to_string(common::fixtures_dir().join("errors/unknown_op.expected")).expect("expected message");
     assert!(stderr(&out).contains(expected.trim_end()), "{}", stderr(&out));
 }

@@ -12,7 +12,8 @@ fn run_fixture(folder: &Path, name: &str, inputs_file: &str) -> TensorMap {
     let source = std::fs::read_to_string(folder.join("model.fx")).expect("model.fx is readable");
     let model = session.load_model(&source, &common::relative_model_path(name)).expect("the model loads");
     let weights_path = folder.join("weights.safetensors");
-    let weights = if weights_path.is_file() { read_safetensors(&weights_path).expect("weights read") } else { TensorMap::new() };
+    let weights =
+        if weights_path.is_file() { read_safetensors(&weights_path).expect("weights read") } else { TensorMap::new() };
     let inputs = read_safetensors(&folder.join(inputs_file)).expect("inputs read");
     session.run(&model, &weights, &inputs).unwrap_or_else(|error| panic!("{name}: {error}"))
 }
@@ -20,7 +21,8 @@ fn run_fixture(folder: &Path, name: &str, inputs_file: &str) -> TensorMap {
 fn assert_parity(name: &str, folder: &Path, outputs: &TensorMap, expected_file: &str) {
     let expected = read_safetensors(&folder.join(expected_file)).expect("expected outputs read");
     let (rtol, atol) = common::tolerances(folder);
-    let reports = ttpu::parity::compare(outputs, &expected, rtol, atol).unwrap_or_else(|error| panic!("{name}: {error}"));
+    let reports =
+        ttpu::parity::compare(outputs, &expected, rtol, atol).unwrap_or_else(|error| panic!("{name}: {error}"));
     assert_eq!(reports.len(), expected.len());
     for report in reports {
         assert!(
@@ -59,7 +61,8 @@ fn dynamic_batch_runs_at_each_size_and_compiles_once_per_size() {
         ("inputs_b7.safetensors", "expected_b7.safetensors"),
         ("inputs.safetensors", "expected.safetensors"),
     ] {
-        let outputs = session.run(&model, &weights, &read_safetensors(&folder.join(inputs)).expect("inputs read")).expect("runs");
+        let outputs =
+            session.run(&model, &weights, &read_safetensors(&folder.join(inputs)).expect("inputs read")).expect("runs");
         let expected = read_safetensors(&folder.join(expected)).expect("expected read");
         for report in ttpu::parity::compare(&outputs, &expected, rtol, atol).expect("same keys") {
             assert!(report.ok(), "{inputs}: {report:?}");

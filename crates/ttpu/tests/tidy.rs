@@ -1,0 +1,129 @@
+//! Repository hygiene checked as a test: the allowed dependency edges between crates, a `//!`
+//! doc at the top of every Rust file, and no `#[ignore]` or `#[should_panic]` anywhere.
+
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Workspace crates each crate may depend on (normal, dev or build dependencies alike).
+const ALLOWED_EDGES: &[(&str, &[&str])] = &[
+    ("ttpu-ir", &[]),
+    ("ttpu-pjrt", &[]),
+    ("ttpu-fx", &["ttpu-ir"]),
+    ("ttpu-fuse", &["ttpu-ir"]),
+    ("ttpu-stablehlo", &["ttpu-ir"]),
+    ("ttpu-eager", &["ttpu-ir", "ttpu-fuse", "ttpu-stablehlo", "ttpu-pjrt"]),
+    ("ttpu", &["ttpu-ir", "ttpu-fx", "ttpu-fuse", "ttpu-stablehlo", "ttpu-pjrt", "ttpu-eager"]),
+    ("xtask", &[]),
+];
+
+/// Extra workspace crates a crate's tests may use: lowering tests execute what they emit.
+const ALLOWED_DEV_EDGES: &[(&str, &[&str])] = &[("ttpu-stablehlo", &["ttpu-pjrt"])];
+
+/// Crates that only binaries may use.
+const BINARY_ONLY: &[&str] = &["clap", "anyhow", "miette", "tracing-subscriber"];
+
+fn manifests() -> Vec<(String, String)> {
+    let mut res = vec![];
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(root().join("crates"))
+        .expect("crates/ exists")
+        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+        .collect();
+    dirs.push(root().join("xtask"));
+    for dir in dirs {
+        let text = std::fs::read_to_string(dir.join("Cargo.toml")).expect("every crate has a Cargo.toml");
+        let name = text
+            .lines()
+            .find_map(|line| line.strip_prefix("name = \""))
+            .and_then(|rest| rest.strip_suffix('"'))
+            .expect("every manifest names its package")
+            .to_owned();
+        res.push((name, text));
+    }
+    res
+}
+
+/// `(name, is_dev_dependency)` for every dependency line of a manifest.
+fn dependency_names(manifest: &str) -> Vec<(String, bool)> {
+    let mut section = None;
+    let mut res = vec![];
+    for line in manifest.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            section = line.ends_with("dependencies]").then(|| line.contains("dev-dependencies"));
+            continue;
+        }
+        if let Some(is_dev) = section
+            && let Some((name, _)) = line.split_once(['=', '.'])
+        {
+            let name = name.trim();
+            if !name.is_empty() && !name.starts_with('#') {
+                res.push((name.to_owned(), is_dev));
+            }
+        }
+    }
+    res
+}
+
+#[test]
+fn crate_dependencies_follow_the_allowed_edges() {
+    let mut problems = vec![];
+    for (name, manifest) in manifests() {
+        let Some((_, allowed)) = ALLOWED_EDGES.iter().find(|(crate_name, _)| *crate_name == name) else {
+            problems.push(format!("{name} is not listed in ALLOWED_EDGES"));
+            continue;
+        };
+        let dev_allowed =
+            ALLOWED_DEV_EDGES.iter().find(|(crate_name, _)| *crate_name == name).map_or(&[][..], |(_, extra)| *extra);
+        for (dependency, is_dev) in dependency_names(&manifest) {
+            let is_workspace_crate = dependency.starts_with("ttpu");
+            let permitted =
+                allowed.contains(&dependency.as_str()) || (is_dev && dev_allowed.contains(&dependency.as_str()));
+            if is_workspace_crate && !permitted {
+                problems.push(format!("{name} depends on {dependency}"));
+            }
+            if BINARY_ONLY.contains(&dependency.as_str()) && name != "ttpu" && name != "xtask" {
+                problems.push(format!("library {name} depends on binary-only {dependency}"));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{problems:#?}");
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            if !path.ends_with("target") && !path.ends_with("snapshots") {
+                rust_files(&path, out);
+            }
+        } else if path.extension().is_some_and(|ext| ext == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn every_rust_file_starts_with_a_doc_and_no_test_is_ignored() {
+    let mut files = vec![];
+    rust_files(&root().join("crates"), &mut files);
+    rust_files(&root().join("xtask"), &mut files);
+    let mut problems = vec![];
+    for file in files {
+        let text = std::fs::read_to_string(&file).expect("source files are UTF-8");
+        let shown = file.strip_prefix(root()).unwrap_or(&file).display().to_string();
+        let is_build_script = file.ends_with("build.rs");
+        if !is_build_script && !text.trim_start().starts_with("//!") {
+            problems.push(format!("{shown}: no `//!` doc at the top"));
+        }
+        for marker in ["#[ignore", "#[should_panic"] {
+            // Split so this file does not match itself.
+            if text.contains(marker) && !shown.ends_with("tidy.rs") {
+                problems.push(format!("{shown}: uses {marker}]"));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{problems:#?}");
+}
