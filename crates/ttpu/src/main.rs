@@ -33,6 +33,10 @@ enum Command {
         /// Write to this file instead of standard output.
         #[arg(short, long)]
         output: Option<PathBuf>,
+        /// Fix a symbolic dim to a size, like `--sym s77=8` (repeatable); lowering a model with
+        /// symbolic dims needs a size for each.
+        #[arg(long = "sym", value_name = "SYMBOL=SIZE", value_parser = parse_symbol_size)]
+        symbols: Vec<(String, i64)>,
     },
     /// Run a model and write its outputs as safetensors.
     Run {
@@ -103,11 +107,11 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<ExitCode, Report> {
     match cli.command {
-        Command::Lower { model, emit, output } => {
+        Command::Lower { model, emit, output, symbols } => {
             let (source, path) = read_model(&model)?;
             let compiler = Compiler::new();
-            let module =
-                compiler.import(&source, &path, &CompileOptions::default()).map_err(|error| report(error, &source))?;
+            let options = CompileOptions { symbol_values: symbols.into_iter().collect() };
+            let module = compiler.import(&source, &path, &options).map_err(|error| report(error, &source))?;
             let text = match emit {
                 Emit::Ir => ttpu_ir::text::print(&module.graph),
                 Emit::Stablehlo => compiler.lower(&module).map_err(|error| report(error, &source))?,
@@ -155,6 +159,12 @@ fn run(cli: Cli) -> Result<ExitCode, Report> {
     }
 }
 
+fn parse_symbol_size(text: &str) -> Result<(String, i64), String> {
+    let (symbol, size) = text.split_once('=').ok_or_else(|| format!("expected SYMBOL=SIZE, found `{text}`"))?;
+    let size = size.trim().parse().map_err(|_| format!("expected an integer size, found `{size}`"))?;
+    Ok((symbol.trim().to_owned(), size))
+}
+
 fn read_model(model: &Path) -> Result<(String, String), Report> {
     let source = std::fs::read_to_string(model).map_err(|error| miette::miette!("{}: {error}", model.display()))?;
     Ok((source, model.display().to_string()))
@@ -181,6 +191,9 @@ fn report(error: ttpu::Error, source: &str) -> Report {
         let label = LabeledSpan::at(span, "here");
         let named = NamedSource::new(&at.path, source.to_owned());
         return miette::miette!(labels = vec![label], "{error}").with_source_code(named);
+    }
+    if let ttpu::Error::Lower(ttpu_stablehlo::Error::DynamicDims { .. }) = &error {
+        return miette::miette!(help = "give each symbol a size with `--sym NAME=SIZE`", "{error}");
     }
     miette::miette!("{error}")
 }

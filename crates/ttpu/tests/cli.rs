@@ -105,3 +105,20 @@ fn a_malformed_model_reports_file_line_and_column() {
         std::fs::read_to_string(common::fixtures_dir().join("errors/unknown_op.expected")).expect("expected message");
     assert!(stderr(&out).contains(expected.trim_end()), "{}", stderr(&out));
 }
+
+#[test]
+fn a_dynamic_model_lowers_with_sizes_and_explains_without() {
+    let out = ttpu(&["lower", "fixtures/mlp_dynamic/model.fx"]);
+    assert!(!out.status.success());
+    let message = stderr(&out);
+    assert!(message.contains("dynamic dims not supported yet: value %6 has type f32[s77, 16]"), "{message}");
+    assert!(message.contains("--sym NAME=SIZE"), "{message}");
+
+    let out = ttpu(&["lower", "fixtures/mlp_dynamic/model.fx", "--sym", "s77=5"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("tensor<5x16xf32>"), "{}", stdout(&out));
+
+    let out = ttpu(&["lower", "fixtures/mlp_dynamic/model.fx", "--sym", "s77=5000"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("s77"), "{}", stderr(&out));
+}
