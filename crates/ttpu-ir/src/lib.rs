@@ -25,6 +25,7 @@ mod id;
 mod infer;
 mod literal;
 mod op;
+mod padding;
 mod shape;
 pub mod text;
 mod verify;
@@ -39,5 +40,6 @@ pub use op::{
     BinaryOp, CompareDirection, ConvDims, DotDims, GatherDims, Op, ReduceKind, ScatterDims, ScatterKind, UnaryOp,
     Window,
 };
+pub use padding::{PaddingVerdict, padding_verdicts};
 pub use shape::{Dim, Shape, SymbolRange, SymbolTable, TensorType};
 pub use verify::{VerifyErrors, verify};

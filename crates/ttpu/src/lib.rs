@@ -28,5 +28,5 @@ mod tensor;
 
 pub use compiler::{CompileOptions, Compiled, Compiler};
 pub use error::{Error, Result};
-pub use session::{Model, Session};
+pub use session::{Bucketing, Model, Session};
 pub use tensor::{HostTensor, TensorMap, read_safetensors, write_safetensors};

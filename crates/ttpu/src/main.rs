@@ -37,6 +37,9 @@ enum Command {
         /// symbolic dims needs a size for each.
         #[arg(long = "sym", value_name = "SYMBOL=SIZE", value_parser = parse_symbol_size)]
         symbols: Vec<(String, i64)>,
+        /// Print, per symbolic dim, whether runs may pad it to a bucket size and why not.
+        #[arg(long)]
+        explain_dynamic: bool,
     },
     /// Run a model and write its outputs as safetensors.
     Run {
@@ -107,12 +110,14 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<ExitCode, Report> {
     match cli.command {
-        Command::Lower { model, emit, output, symbols } => {
+        Command::Lower { model, emit, output, symbols, explain_dynamic } => {
             let (source, path) = read_model(&model)?;
             let compiler = Compiler::new();
             let options = CompileOptions { symbol_values: symbols.into_iter().collect() };
             let module = compiler.import(&source, &path, &options).map_err(|error| report(error, &source))?;
+            let text = if explain_dynamic { explain(&module.graph) } else { String::new() };
             let text = match emit {
+                _ if explain_dynamic => text,
                 Emit::Ir => ttpu_ir::text::print(&module.graph),
                 Emit::Stablehlo => compiler.lower(&module).map_err(|error| report(error, &source))?,
             };
@@ -157,6 +162,28 @@ fn run(cli: Cli) -> Result<ExitCode, Report> {
             Ok(if all_ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
     }
+}
+
+/// One line per symbol: its range and whether runs pad it to a power-of-two bucket.
+fn explain(graph: &ttpu_ir::Graph) -> String {
+    if graph.symbols.is_empty() {
+        return "no symbolic dims: every run uses the exported sizes\n".into();
+    }
+    let mut text = String::new();
+    for (symbol, verdict) in ttpu_ir::padding_verdicts(graph) {
+        let range = graph.symbols.range(&symbol).map_or("?".into(), |range| match range.max {
+            Some(max) => format!("[{}, {max}]", range.min),
+            None => format!("[{}, inf]", range.min),
+        });
+        let line = match verdict {
+            ttpu_ir::PaddingVerdict::Pad => {
+                "padded to the next power of two; outputs are sliced back (no op mixes positions along it)".to_owned()
+            }
+            ttpu_ir::PaddingVerdict::Exact(reason) => format!("compiled exactly per size: {reason}"),
+        };
+        text.push_str(&format!("{symbol} in {range}: {line}\n"));
+    }
+    text
 }
 
 fn parse_symbol_size(text: &str) -> Result<(String, i64), String> {

@@ -1,15 +1,16 @@
 //! `Session`: a PJRT client plus a compile cache; runs models on named host tensors.
 //!
 //! A [`Model`] is parsed and imported once with its symbolic dims. Each run binds the symbols
-//! from the input shapes (checking ranges and agreement between inputs), then compiles that
-//! specialisation once and keeps the executable.
+//! from the input shapes (checking ranges and agreement between inputs), rounds each symbol that
+//! padding cannot affect up to its bucket ([`Bucketing`]), pads the inputs, runs the
+//! specialisation for those sizes (compiled once, then cached) and slices the outputs back.
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use indexmap::IndexMap;
 use ttpu_fx::{InputRole, ModelSignature, Module};
-use ttpu_ir::Dim;
+use ttpu_ir::{Dim, PaddingVerdict};
 use ttpu_pjrt::{Client, LoadedExecutable, Plugin};
 
 use crate::tensor::{HostTensor, TensorMap, describe, element_type, fits, from_host_buffer};
@@ -19,7 +20,37 @@ use crate::{CompileOptions, Compiler, Error, Result};
 pub struct Model {
     program: ttpu_fx::ast::Program,
     module: Module,
+    padding: Vec<(Arc<str>, PaddingVerdict)>,
     specialisations: Mutex<IndexMap<Vec<i64>, Arc<Specialisation>>>,
+}
+
+/// How a symbolic dim's size picks the size that is compiled.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub enum Bucketing {
+    /// Compile every size exactly.
+    Exact,
+    /// Pad a paddable symbol up to the next power of two inside its range.
+    #[default]
+    PowersOfTwo,
+    /// Pad a paddable symbol up to the smallest of these sizes that holds it (exact above them).
+    Sizes(Vec<i64>),
+}
+
+impl Bucketing {
+    fn bucket(&self, size: i64, range: Option<&ttpu_ir::SymbolRange>) -> i64 {
+        let max = range.and_then(|range| range.max).unwrap_or(i64::MAX);
+        let candidate = match self {
+            Bucketing::Exact => size,
+            Bucketing::PowersOfTwo => u64::try_from(size)
+                .ok()
+                .and_then(u64::checked_next_power_of_two)
+                .and_then(|pow| i64::try_from(pow).ok())
+                .unwrap_or(size),
+            Bucketing::Sizes(sizes) => sizes.iter().copied().filter(|&bucket| bucket >= size).min().unwrap_or(size),
+        };
+        // A bucket outside the range would compile a size the model was never exported for.
+        candidate.min(max).max(size)
+    }
 }
 
 struct Specialisation {
@@ -38,6 +69,11 @@ impl Model {
         &self.module
     }
 
+    /// Per symbol, whether padding it can change results (and why), in declaration order.
+    pub fn padding_verdicts(&self) -> &[(Arc<str>, PaddingVerdict)] {
+        &self.padding
+    }
+
     /// How many specialisations were compiled so far.
     pub fn compile_count(&self) -> usize {
         self.specialisations.lock().map_or(0, |cache| cache.len())
@@ -48,6 +84,7 @@ impl Model {
 pub struct Session {
     client: Client,
     compiler: Compiler,
+    bucketing: Bucketing,
 }
 
 impl Session {
@@ -56,7 +93,7 @@ impl Session {
         let plugin = Plugin::load(plugin_path)?;
         let client = Client::new(&plugin)?;
         tracing::debug!(platform = %client.platform_name().unwrap_or_default(), "pjrt client ready");
-        Ok(Session { client, compiler: Compiler::new() })
+        Ok(Session { client, compiler: Compiler::new(), bucketing: Bucketing::default() })
     }
 
     /// A session on the plugin named by `--plugin`, else `$TTPU_PJRT_PLUGIN`, else the one
@@ -68,6 +105,11 @@ impl Session {
         }
     }
 
+    /// Sets how symbolic sizes are bucketed for models run from now on.
+    pub fn set_bucketing(&mut self, bucketing: Bucketing) {
+        self.bucketing = bucketing;
+    }
+
     /// The PJRT client.
     pub fn client(&self) -> &Client {
         &self.client
@@ -77,7 +119,8 @@ impl Session {
     pub fn load_model(&self, source: &str, path: &str) -> Result<Model> {
         let program = ttpu_fx::parse(source, path)?;
         let module = self.compiler.import_program(&program, &CompileOptions::default())?;
-        Ok(Model { program, module, specialisations: Mutex::new(IndexMap::new()) })
+        let padding = ttpu_ir::padding_verdicts(&module.graph);
+        Ok(Model { program, module, padding, specialisations: Mutex::new(IndexMap::new()) })
     }
 
     /// Runs `model` on `weights` (keyed by signature target) and `inputs` (keyed by placeholder
@@ -85,9 +128,35 @@ impl Session {
     pub fn run(&self, model: &Model, weights: &TensorMap, inputs: &TensorMap) -> Result<TensorMap> {
         let arguments = bind_arguments(model.signature(), weights, inputs)?;
         let symbol_values = bind_symbols(&model.module, &arguments)?;
-        let specialisation = self.specialise(model, symbol_values)?;
+        let compiled_values: IndexMap<String, i64> = symbol_values
+            .iter()
+            .map(|(symbol, &size)| {
+                let paddable = model
+                    .padding
+                    .iter()
+                    .any(|(name, verdict)| name.as_ref() == symbol && *verdict == PaddingVerdict::Pad);
+                let bucket =
+                    if paddable { self.bucketing.bucket(size, model.module.graph.symbols.range(symbol)) } else { size };
+                (symbol.clone(), bucket)
+            })
+            .collect();
+        let specialisation = self.specialise(model, compiled_values.clone())?;
         let signature = &specialisation.module.signature;
-        let buffers = arguments
+        let padded: Vec<std::borrow::Cow<'_, HostTensor>> = model
+            .signature()
+            .inputs
+            .iter()
+            .zip(&arguments)
+            .map(|(input, tensor)| {
+                let shape = resolved_shape(&input.ty, &tensor.shape, &compiled_values);
+                if shape == tensor.shape {
+                    std::borrow::Cow::Borrowed(*tensor)
+                } else {
+                    std::borrow::Cow::Owned(resize(tensor, &shape))
+                }
+            })
+            .collect();
+        let buffers = padded
             .iter()
             .map(|tensor| self.client.buffer_from_host(&tensor.data, element_type(tensor.dtype), &tensor.shape))
             .collect::<Result<Vec<_>, _>>()?;
@@ -97,13 +166,16 @@ impl Session {
             specialisation.executable.execute(&buffer_refs)?
         };
         let mut outputs = TensorMap::new();
-        for (output, buffer) in signature.outputs.iter().zip(results) {
+        for ((output, symbolic), buffer) in signature.outputs.iter().zip(&model.signature().outputs).zip(results) {
             let host = buffer.to_host()?;
             let element = host.element_type;
             let tensor = from_host_buffer(host).ok_or_else(|| Error::Parity {
                 key: output.key.clone(),
                 message: format!("the device returned element type {element:?}, which ttpu never emits"),
             })?;
+            // Outputs along padded symbols are cut back to the sizes the inputs gave.
+            let true_shape = resolved_shape(&symbolic.ty, &tensor.shape, &symbol_values);
+            let tensor = if true_shape == tensor.shape { tensor } else { resize(&tensor, &true_shape) };
             outputs.insert(output.key.clone(), tensor);
         }
         Ok(outputs)
@@ -129,6 +201,56 @@ impl Session {
         cache.insert(cache_key, specialisation.clone());
         Ok(specialisation)
     }
+}
+
+/// `ty`'s shape with each symbol replaced by its size in `values` (static dims kept from `actual`).
+fn resolved_shape(ty: &ttpu_ir::TensorType, actual: &[i64], values: &IndexMap<String, i64>) -> Vec<i64> {
+    ty.shape
+        .dims()
+        .iter()
+        .zip(actual)
+        .map(|(dim, &size)| match dim {
+            Dim::Sym(name) => values.get(name.as_ref()).copied().unwrap_or(size),
+            Dim::Static(_) => size,
+        })
+        .collect()
+}
+
+/// Copies `tensor` into a zero-filled tensor of `shape`, cropping or padding each dim at its end.
+fn resize(tensor: &HostTensor, shape: &[i64]) -> HostTensor {
+    let element = tensor.dtype.byte_size();
+    let count: i64 = shape.iter().product();
+    let mut data = vec![0u8; count.max(0) as usize * element];
+    let rank = shape.len();
+    let common: Vec<i64> = tensor.shape.iter().zip(shape).map(|(&from, &to)| from.min(to)).collect();
+    if rank == 0 || common.contains(&0) {
+        if rank == 0 {
+            data.copy_from_slice(&tensor.data[..element]);
+        }
+        return HostTensor { dtype: tensor.dtype, shape: shape.to_vec(), data };
+    }
+    let strides = |dims: &[i64]| -> Vec<usize> {
+        let mut res = vec![1usize; dims.len()];
+        for index in (0..dims.len().saturating_sub(1)).rev() {
+            res[index] = res[index + 1] * dims[index + 1] as usize;
+        }
+        res
+    };
+    let (from_strides, to_strides) = (strides(&tensor.shape), strides(shape));
+    // Copy the innermost common run at once for every index of the outer dims.
+    let run = common[rank - 1] as usize * element;
+    let mut index = vec![0i64; rank - 1];
+    loop {
+        let offset = |strides: &[usize]| {
+            index.iter().zip(strides).map(|(&i, &stride)| i as usize * stride).sum::<usize>() * element
+        };
+        let (from, to) = (offset(&from_strides), offset(&to_strides));
+        data[to..to + run].copy_from_slice(&tensor.data[from..from + run]);
+        let Some(dim) = (0..rank - 1).rev().find(|&dim| index[dim] + 1 < common[dim]) else { break };
+        index[dim] += 1;
+        index[dim + 1..].iter_mut().for_each(|slot| *slot = 0);
+    }
+    HostTensor { dtype: tensor.dtype, shape: shape.to_vec(), data }
 }
 
 /// The graph's arguments in order, checked against the signature.

@@ -122,3 +122,13 @@ fn a_dynamic_model_lowers_with_sizes_and_explains_without() {
     assert!(!out.status.success());
     assert!(stderr(&out).contains("s77"), "{}", stderr(&out));
 }
+
+#[test]
+fn explain_dynamic_gives_each_symbols_verdict() {
+    let out = ttpu(&["lower", "fixtures/mlp_dynamic/model.fx", "--explain-dynamic"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        "s77 in [2, 1024]: padded to the next power of two; outputs are sliced back (no op mixes positions along it)\n"
+    );
+}

@@ -70,3 +70,57 @@ fn dynamic_batch_runs_at_each_size_and_compiles_once_per_size() {
     }
     assert_eq!(model.compile_count(), 2, "batch 4 and batch 7 compile once each; the second batch-4 run is cached");
 }
+
+/// A deterministic stream of sizes in `[low, high]` (xorshift), so the test needs no RNG crate.
+fn sizes(count: usize, low: i64, high: i64) -> Vec<i64> {
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    (0..count)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            low + (state % (high - low + 1) as u64) as i64
+        })
+        .collect()
+}
+
+fn batch_input(batch: i64) -> TensorMap {
+    let values: Vec<u8> =
+        (0..batch * 16).flat_map(|index| (((index * 37 % 101) as f32 - 50.0) / 25.0).to_le_bytes()).collect();
+    [("x".to_owned(), ttpu::HostTensor { dtype: ttpu_ir::DType::F32, shape: vec![batch, 16], data: values })]
+        .into_iter()
+        .collect()
+}
+
+#[test]
+fn a_paddable_batch_compiles_once_per_power_of_two_and_matches_exact_runs() {
+    let folder = common::fixtures_dir().join("mlp_dynamic");
+    let source = std::fs::read_to_string(folder.join("model.fx")).expect("model.fx is readable");
+    let weights = read_safetensors(&folder.join("weights.safetensors")).expect("weights read");
+    let bucketed = common::session();
+    let model = bucketed.load_model(&source, "fixtures/mlp_dynamic/model.fx").expect("the model loads");
+    assert_eq!(model.padding_verdicts()[0].1, ttpu_ir::PaddingVerdict::Pad);
+
+    let mut exact_session = ttpu::Session::from_plugin_or_default(None).expect("plugin");
+    exact_session.set_bucketing(ttpu::Bucketing::Exact);
+    let exact_model = exact_session.load_model(&source, "fixtures/mlp_dynamic/model.fx").expect("the model loads");
+
+    let all_sizes = sizes(100, 2, 1024);
+    for (step, &batch) in all_sizes.iter().enumerate() {
+        let inputs = batch_input(batch);
+        let outputs = bucketed.run(&model, &weights, &inputs).expect("runs");
+        assert_eq!(outputs["output_0"].shape, [batch, 8], "outputs are cut back to the true batch");
+        // Checking every tenth size against an exact compile keeps the test quick.
+        if step % 10 == 0 {
+            let exact = exact_session.run(&exact_model, &weights, &inputs).expect("runs");
+            for report in ttpu::parity::compare(&outputs, &exact, 1e-5, 1e-6).expect("same keys") {
+                assert!(report.ok(), "batch {batch}: {report:?}");
+            }
+        }
+    }
+    let buckets: std::collections::BTreeSet<u32> =
+        all_sizes.iter().map(|&size| (size as u64).next_power_of_two().trailing_zeros()).collect();
+    assert_eq!(model.compile_count(), buckets.len());
+    assert!(model.compile_count() <= 10, "{} compiles for 100 sizes", model.compile_count());
+    assert_eq!(exact_model.compile_count(), 10);
+}

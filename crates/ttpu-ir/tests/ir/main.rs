@@ -3,5 +3,6 @@
 
 mod common;
 mod infer;
+mod padding;
 mod props;
 mod verify;

@@ -1,0 +1,102 @@
+//! Which symbolic dims can be padded without changing the unpadded part of any result.
+//!
+//! Running a dynamic model at a bucket size (the next power of two, say) and slicing the outputs
+//! back is exact only if no op lets values at padded positions reach real positions. That holds
+//! when every op treats a dim carrying the symbol positionwise: elementwise ops, broadcasts,
+//! transposes, reductions and contractions over *other* dims, block-preserving reshapes, and
+//! convolutions or gathers that use it as a batch dim. A symbol that any op reduces, contracts,
+//! windows, slices, pads, concatenates or scatters along must compile exactly; the verdict names
+//! the first such op so `--explain-dynamic` can show why.
+
+use std::sync::Arc;
+
+use crate::{Dim, Graph, Node, Op, TensorType};
+
+/// Whether a symbol may be padded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PaddingVerdict {
+    /// Padding along this symbol cannot change the unpadded results.
+    Pad,
+    /// Padding could change results; the reason names the op and its node.
+    Exact(String),
+}
+
+/// Decides, for every symbol of `graph`, whether its dims may be padded. Symbols come back in
+/// declaration order.
+pub fn padding_verdicts(graph: &Graph) -> Vec<(Arc<str>, PaddingVerdict)> {
+    graph
+        .symbols
+        .iter()
+        .map(|(symbol, _)| {
+            let verdict = graph
+                .nodes()
+                .find_map(|(_, node)| mixing_reason(graph, node, symbol))
+                .map_or(PaddingVerdict::Pad, PaddingVerdict::Exact);
+            (symbol.clone(), verdict)
+        })
+        .collect()
+}
+
+/// Dims of `ty` that carry `symbol`.
+fn dims_with(ty: &TensorType, symbol: &str) -> Vec<i64> {
+    ty.shape
+        .dims()
+        .iter()
+        .enumerate()
+        .filter(|(_, dim)| matches!(dim, Dim::Sym(name) if name.as_ref() == symbol))
+        .map(|(index, _)| index as i64)
+        .collect()
+}
+
+/// Why `node` mixes positions along `symbol`, if it does.
+fn mixing_reason(graph: &Graph, node: &Node, symbol: &str) -> Option<String> {
+    let operand_dims: Vec<Vec<i64>> = node.operands.iter().map(|&value| dims_with(graph.ty(value), symbol)).collect();
+    let result_dims: Vec<Vec<i64>> = node.results.iter().map(|&value| dims_with(graph.ty(value), symbol)).collect();
+    if operand_dims.iter().chain(&result_dims).all(Vec::is_empty) {
+        return None;
+    }
+    let touches = |dims: &[i64], used: &[i64]| dims.iter().any(|dim| used.contains(dim));
+    let mixes = match &node.op {
+        Op::Constant(_) | Op::Iota { .. } => false,
+        Op::Unary(_) | Op::Binary(_) | Op::Compare(_) | Op::Select | Op::Clamp | Op::Convert(_) => false,
+        Op::Transpose(_) | Op::BroadcastInDim { .. } => false,
+        Op::Reshape(_) => !block_preserving(graph.ty(node.operands[0]), graph.ty(node.results[0]), symbol),
+        Op::Reduce { dimensions, .. } => touches(&operand_dims[0], dimensions),
+        Op::DotGeneral(dims) => {
+            touches(&operand_dims[0], &dims.lhs_contracting) || touches(&operand_dims[1], &dims.rhs_contracting)
+        }
+        Op::Convolution(dims) => {
+            let input_ok = operand_dims[0].iter().all(|&dim| dim == dims.input_batch);
+            let result_ok = result_dims[0].iter().all(|&dim| dim == dims.output_batch);
+            !(input_ok && result_ok && operand_dims[1].is_empty())
+        }
+        Op::ReduceWindow { window, .. } => operand_dims[0].iter().any(|&dim| {
+            let index = dim as usize;
+            window.dimensions[index] != 1 || window.strides[index] != 1 || window.padding[index] != (0, 0)
+        }),
+        Op::Gather(dims) => {
+            // Positionwise only when the symbol is a batch dim of the indices (one lookup per row).
+            !operand_dims[0].is_empty() || operand_dims[1].contains(&dims.index_vector_dim)
+        }
+        Op::Slice { .. } | Op::Concatenate(_) | Op::Pad { .. } | Op::Scatter(_) => true,
+    };
+    mixes.then(|| {
+        let name = node.loc.name.as_deref().unwrap_or("?");
+        let origin = node.loc.origin.as_deref().map_or(String::new(), |origin| format!(" ({origin})"));
+        format!("`{}` at node `{name}`{origin} mixes positions along `{symbol}`", node.op.mnemonic())
+    })
+}
+
+/// Whether a reshape keeps the symbol's dim as a block of its own: the dims before it multiply to
+/// the same size on both sides, as do the dims after it, so each position along the symbol maps
+/// to itself however large the symbol is.
+fn block_preserving(from: &TensorType, to: &TensorType, symbol: &str) -> bool {
+    let split = |ty: &TensorType| -> Option<(i64, i64)> {
+        let dims = dims_with(ty, symbol);
+        let [index] = dims.as_slice() else { return None };
+        let index = *index as usize;
+        let product = |dims: &[Dim]| dims.iter().try_fold(1i64, |acc, dim| dim.as_static().map(|size| acc * size));
+        Some((product(&ty.shape.dims()[..index])?, product(&ty.shape.dims()[index + 1..])?))
+    };
+    matches!((split(from), split(to)), (Some(lhs), Some(rhs)) if lhs == rhs)
+}

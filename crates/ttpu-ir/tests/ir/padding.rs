@@ -1,0 +1,74 @@
+//! Padding verdicts per symbol: which dynamic dims may be bucketed.
+
+use ttpu_ir::text::parse;
+use ttpu_ir::{PaddingVerdict, padding_verdicts};
+
+fn verdicts(text: &str) -> Vec<(String, PaddingVerdict)> {
+    let graph = parse(text).expect("test graphs parse");
+    padding_verdicts(&graph).into_iter().map(|(symbol, verdict)| (symbol.to_string(), verdict)).collect()
+}
+
+#[test]
+fn a_batch_dim_through_matmul_bias_and_activation_may_be_padded() {
+    let text = "symbol b in [1, 1024]
+graph @main(%0: f32[b, 16] \"x\", %1: f32[16, 8] \"w\", %2: f32[8] \"bias\") -> (f32[b, 8]) {
+  %3: f32[b, 8] = dot_general(%0, %1) {lhs_batch = [], rhs_batch = [], lhs_contracting = [1], rhs_contracting = [0]}
+  %4: f32[b, 8] = broadcast_in_dim(%2) {dims = [1]}
+  %5: f32[b, 8] = add(%3, %4)
+  %6: f32[b, 8] = tanh(%5)
+  %7: f32[b] = reduce(%6) {kind = max, dimensions = [1]}
+  %8: f32[b, 2, 4] = reshape(%6)
+  return %5
+}
+";
+    assert_eq!(verdicts(text), [("b".to_owned(), PaddingVerdict::Pad)]);
+}
+
+#[test]
+fn reducing_or_contracting_along_a_symbol_forces_exact_compiles() {
+    let text = "symbol s in [2, 64]
+symbol b in [1, 8]
+graph @main(%0: f32[b, s, 4] \"q\", %1: f32[b, s, 4] \"k\") -> (f32[b, s, s], f32[b, s]) {
+  %2: f32[b, s, s] = dot_general(%0, %1) {lhs_batch = [0], rhs_batch = [0], lhs_contracting = [2], rhs_contracting = [2]}  # bmm: aten.bmm.default @ m.fx:3
+  %3: f32[b, s] = reduce(%2) {kind = sum, dimensions = [2]}  # sum: aten.sum.dim_IntList @ m.fx:4
+  return %2, %3
+}
+";
+    assert_eq!(
+        verdicts(text),
+        [
+            (
+                "s".to_owned(),
+                PaddingVerdict::Exact(
+                    "`reduce` at node `sum` (aten.sum.dim_IntList @ m.fx:4) mixes positions along `s`".into()
+                )
+            ),
+            ("b".to_owned(), PaddingVerdict::Pad),
+        ]
+    );
+}
+
+#[test]
+fn contraction_and_reshape_across_the_symbol_are_caught() {
+    let contract = "symbol s in [2, 64]
+graph @main(%0: f32[4, s] \"a\", %1: f32[s, 4] \"b\") -> (f32[4, 4]) {
+  %2: f32[4, 4] = dot_general(%0, %1) {lhs_batch = [], rhs_batch = [], lhs_contracting = [1], rhs_contracting = [0]}  # mm
+  return %2
+}
+";
+    assert_eq!(
+        verdicts(contract),
+        [("s".to_owned(), PaddingVerdict::Exact("`dot_general` at node `mm` mixes positions along `s`".into()))]
+    );
+    // [2, s, 3] -> [s, 6] moves the symbol's block: positions would shift with the size.
+    let reshape = "symbol s in [2, 64]
+graph @main(%0: f32[2, s, 3] \"a\") -> (f32[s, 6]) {
+  %1: f32[s, 6] = reshape(%0)  # view
+  return %1
+}
+";
+    assert_eq!(
+        verdicts(reshape),
+        [("s".to_owned(), PaddingVerdict::Exact("`reshape` at node `view` mixes positions along `s`".into()))]
+    );
+}
