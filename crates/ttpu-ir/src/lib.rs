@@ -40,6 +40,6 @@ pub use op::{
     BinaryOp, CompareDirection, ConvDims, DotDims, GatherDims, Op, ReduceKind, ScatterDims, ScatterKind, UnaryOp,
     Window,
 };
-pub use padding::{PaddingVerdict, padding_verdicts};
+pub use padding::{PaddingVerdict, PaddingVerdicts, padding_verdicts};
 pub use shape::{Dim, Shape, SymbolRange, SymbolTable, TensorType};
 pub use verify::{VerifyErrors, verify};

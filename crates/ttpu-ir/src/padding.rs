@@ -21,9 +21,12 @@ pub enum PaddingVerdict {
     Exact(String),
 }
 
+/// Each symbol with its verdict, in declaration order.
+pub type PaddingVerdicts = Vec<(Arc<str>, PaddingVerdict)>;
+
 /// Decides, for every symbol of `graph`, whether its dims may be padded. Symbols come back in
 /// declaration order.
-pub fn padding_verdicts(graph: &Graph) -> Vec<(Arc<str>, PaddingVerdict)> {
+pub fn padding_verdicts(graph: &Graph) -> PaddingVerdicts {
     graph
         .symbols
         .iter()

@@ -2,6 +2,7 @@
 
 use indexmap::IndexMap;
 use ttpu_fx::{ImportOptions, Module};
+use ttpu_ir::{Dim, PaddingVerdict, PaddingVerdicts};
 
 use crate::pipeline::{PASSES, run_passes};
 use crate::{Error, Result};
@@ -49,6 +50,64 @@ impl Compiler {
         ttpu_ir::verify(&module.graph).map_err(|errors| Error::Internal { pass: "import", errors })?;
         run_passes(&mut module.graph, PASSES)?;
         Ok(module)
+    }
+
+    /// Imports a model keeping its symbolic dims, and decides per symbol whether runs may pad it
+    /// (see [`ttpu_ir::padding_verdicts`]).
+    pub fn import_dynamic(&self, program: &ttpu_fx::ast::Program) -> Result<(Module, PaddingVerdicts)> {
+        match self.import_program(program, &CompileOptions::default()) {
+            Ok(module) => {
+                let padding = ttpu_ir::padding_verdicts(&module.graph);
+                Ok((module, padding))
+            }
+            Err(Error::Frontend(error)) if matches!(*error, ttpu_fx::Error::DynamicDims { .. }) => {
+                self.sized_stand_in(program, &error)
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    /// For a model that only imports at concrete sizes (it computes with a symbol's value, or
+    /// has compound dims like `s0*s1`): the module imported at each symbol's smallest size, with
+    /// the placeholders' symbolic types put back so inputs bind symbols. Every symbol compiles
+    /// exactly, since nothing proves padding safe.
+    fn sized_stand_in(
+        &self,
+        program: &ttpu_fx::ast::Program,
+        why: &ttpu_fx::Error,
+    ) -> Result<(Module, PaddingVerdicts)> {
+        let symbol_values: IndexMap<String, i64> = program
+            .range_constraints
+            .iter()
+            .map(|constraint| (constraint.symbol.clone(), constraint.min.max(0)))
+            .collect();
+        let mut module = self.import_program(program, &CompileOptions { symbol_values })?;
+        for constraint in &program.range_constraints {
+            let range = ttpu_ir::SymbolRange { min: constraint.min, max: constraint.max };
+            module.graph.symbols.declare(&constraint.symbol, range);
+        }
+        for (input, placeholder) in module.signature.inputs.iter_mut().zip(&program.placeholders) {
+            if let ttpu_fx::ast::FxType::Tensor { dtype, dims } = &placeholder.ty {
+                let symbolic: Option<ttpu_ir::Shape> = dims
+                    .iter()
+                    .map(|dim| match dim {
+                        ttpu_fx::ast::SymExpr::Int(size) => Some(Dim::Static(*size)),
+                        ttpu_fx::ast::SymExpr::Symbol(name) => module.graph.symbols.name(name).map(Dim::Sym),
+                        _ => None,
+                    })
+                    .collect();
+                let Some(shape) = symbolic else { return Err(Error::Frontend(Box::new(why.clone()))) };
+                input.ty = ttpu_ir::TensorType::new(*dtype, shape);
+            }
+        }
+        let reason = format!("the model only imports at concrete sizes ({})", why);
+        let padding = module
+            .graph
+            .symbols
+            .iter()
+            .map(|(symbol, _)| (symbol.clone(), PaddingVerdict::Exact(reason.clone())))
+            .collect();
+        Ok((module, padding))
     }
 
     /// Lowers an imported module to StableHLO text.

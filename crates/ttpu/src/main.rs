@@ -113,13 +113,17 @@ fn run(cli: Cli) -> Result<ExitCode, Report> {
         Command::Lower { model, emit, output, symbols, explain_dynamic } => {
             let (source, path) = read_model(&model)?;
             let compiler = Compiler::new();
-            let options = CompileOptions { symbol_values: symbols.into_iter().collect() };
-            let module = compiler.import(&source, &path, &options).map_err(|error| report(error, &source))?;
-            let text = if explain_dynamic { explain(&module.graph) } else { String::new() };
-            let text = match emit {
-                _ if explain_dynamic => text,
-                Emit::Ir => ttpu_ir::text::print(&module.graph),
-                Emit::Stablehlo => compiler.lower(&module).map_err(|error| report(error, &source))?,
+            let text = if explain_dynamic {
+                let program = ttpu_fx::parse(&source, &path).map_err(|error| report(error.into(), &source))?;
+                let (module, verdicts) = compiler.import_dynamic(&program).map_err(|error| report(error, &source))?;
+                explain(&module.graph, &verdicts)
+            } else {
+                let options = CompileOptions { symbol_values: symbols.into_iter().collect() };
+                let module = compiler.import(&source, &path, &options).map_err(|error| report(error, &source))?;
+                match emit {
+                    Emit::Ir => ttpu_ir::text::print(&module.graph),
+                    Emit::Stablehlo => compiler.lower(&module).map_err(|error| report(error, &source))?,
+                }
             };
             match output {
                 Some(file) => {
@@ -165,13 +169,13 @@ fn run(cli: Cli) -> Result<ExitCode, Report> {
 }
 
 /// One line per symbol: its range and whether runs pad it to a power-of-two bucket.
-fn explain(graph: &ttpu_ir::Graph) -> String {
+fn explain(graph: &ttpu_ir::Graph, verdicts: &ttpu_ir::PaddingVerdicts) -> String {
     if graph.symbols.is_empty() {
         return "no symbolic dims: every run uses the exported sizes\n".into();
     }
     let mut text = String::new();
-    for (symbol, verdict) in ttpu_ir::padding_verdicts(graph) {
-        let range = graph.symbols.range(&symbol).map_or("?".into(), |range| match range.max {
+    for (symbol, verdict) in verdicts {
+        let range = graph.symbols.range(symbol).map_or("?".into(), |range| match range.max {
             Some(max) => format!("[{}, {max}]", range.min),
             None => format!("[{}, inf]", range.min),
         });

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use indexmap::IndexMap;
 use ttpu_fx::{InputRole, ModelSignature, Module};
-use ttpu_ir::{Dim, PaddingVerdict};
+use ttpu_ir::{Dim, PaddingVerdict, PaddingVerdicts};
 use ttpu_pjrt::{Client, LoadedExecutable, Plugin};
 
 use crate::tensor::{HostTensor, TensorMap, describe, element_type, fits, from_host_buffer};
@@ -20,7 +20,7 @@ use crate::{CompileOptions, Compiler, Error, Result};
 pub struct Model {
     program: ttpu_fx::ast::Program,
     module: Module,
-    padding: Vec<(Arc<str>, PaddingVerdict)>,
+    padding: PaddingVerdicts,
     specialisations: Mutex<IndexMap<Vec<i64>, Arc<Specialisation>>>,
 }
 
@@ -118,8 +118,7 @@ impl Session {
     /// Parses and imports a model; nothing is compiled until it runs.
     pub fn load_model(&self, source: &str, path: &str) -> Result<Model> {
         let program = ttpu_fx::parse(source, path)?;
-        let module = self.compiler.import_program(&program, &CompileOptions::default())?;
-        let padding = ttpu_ir::padding_verdicts(&module.graph);
+        let (module, padding) = self.compiler.import_dynamic(&program)?;
         Ok(Model { program, module, padding, specialisations: Mutex::new(IndexMap::new()) })
     }
 

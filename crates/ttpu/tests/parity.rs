@@ -7,17 +7,6 @@ use std::path::Path;
 
 use ttpu::{TensorMap, read_safetensors};
 
-fn run_fixture(folder: &Path, name: &str, inputs_file: &str) -> TensorMap {
-    let session = common::session();
-    let source = std::fs::read_to_string(folder.join("model.fx")).expect("model.fx is readable");
-    let model = session.load_model(&source, &common::relative_model_path(name)).expect("the model loads");
-    let weights_path = folder.join("weights.safetensors");
-    let weights =
-        if weights_path.is_file() { read_safetensors(&weights_path).expect("weights read") } else { TensorMap::new() };
-    let inputs = read_safetensors(&folder.join(inputs_file)).expect("inputs read");
-    session.run(&model, &weights, &inputs).unwrap_or_else(|error| panic!("{name}: {error}"))
-}
-
 fn assert_parity(name: &str, folder: &Path, outputs: &TensorMap, expected_file: &str) {
     let expected = read_safetensors(&folder.join(expected_file)).expect("expected outputs read");
     let (rtol, atol) = common::tolerances(folder);
@@ -38,13 +27,42 @@ fn assert_parity(name: &str, folder: &Path, outputs: &TensorMap, expected_file: 
     }
 }
 
+/// `inputs.safetensors` and every `inputs_<set>.safetensors`, each with its expected file.
+fn input_sets(folder: &Path) -> Vec<(String, String)> {
+    let mut sets: Vec<(String, String)> = std::fs::read_dir(folder)
+        .expect("fixture folders are readable")
+        .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+        .filter_map(|file| {
+            let suffix = file.strip_prefix("inputs")?.strip_suffix(".safetensors")?.to_owned();
+            Some((file, format!("expected{suffix}.safetensors")))
+        })
+        .collect();
+    sets.sort();
+    sets
+}
+
 #[test]
-fn every_fixture_matches_pytorch() {
+fn every_fixture_and_input_set_matches_pytorch() {
     let fixtures = common::fixtures();
-    assert!(fixtures.len() >= 8, "fixtures went missing: {fixtures:?}");
+    assert!(fixtures.len() >= 11, "fixtures went missing: {fixtures:?}");
+    let session = common::session();
     for (name, folder) in fixtures {
-        let outputs = run_fixture(&folder, &name, "inputs.safetensors");
-        assert_parity(&name, &folder, &outputs, "expected.safetensors");
+        let source = std::fs::read_to_string(folder.join("model.fx")).expect("model.fx is readable");
+        let model = session.load_model(&source, &common::relative_model_path(&name)).expect("the model loads");
+        let weights_path = folder.join("weights.safetensors");
+        let weights = if weights_path.is_file() {
+            read_safetensors(&weights_path).expect("weights read")
+        } else {
+            TensorMap::new()
+        };
+        let sets = input_sets(&folder);
+        assert!(!sets.is_empty(), "{name} has no inputs");
+        for (inputs, expected) in sets {
+            let inputs_map = read_safetensors(&folder.join(&inputs)).expect("inputs read");
+            let outputs =
+                session.run(&model, &weights, &inputs_map).unwrap_or_else(|error| panic!("{name}/{inputs}: {error}"));
+            assert_parity(&format!("{name}/{inputs}"), &folder, &outputs, &expected);
+        }
     }
 }
 

@@ -1,0 +1,41 @@
+//! Lazy tensors for ttpu, in PyTorch's vocabulary, run through PJRT.
+//!
+//! Ops on a [`Tensor`] are recorded into its [`Device`]'s pending graph instead of running
+//! ([`Mode::DeferAndFuse`], the default). When data is needed (`to_vec`, `item`, `to_host`,
+//! `materialize`, [`Device::sync`], or the pending graph passing its node limit), the work of
+//! every live pending tensor is extracted, fused (`ttpu_fuse`, exact rules only), lowered and
+//! compiled once per graph structure (an LRU cache keyed by the graph's canonical structure,
+//! optionally backed by disk), executed as one program and kept on the device
+//! until read. [`Mode::DeferNever`] launches each op at once instead, for comparison and
+//! debugging.
+//!
+//! ```
+//! use ttpu_eager::{Device, Tensor};
+//! let device = Device::cpu()?;
+//! let x = Tensor::from_slice(&device, &[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3])?;
+//! let y = x.mul_scalar(2.0f32)?.add(&x)?.sum(&[1])?;
+//! assert!(y.is_pending());
+//! assert_eq!(y.to_vec::<f32>()?, vec![18.0, 45.0]);
+//! assert_eq!(device.counters().compiles, 1);
+//! # Ok::<(), ttpu_eager::Error>(())
+//! ```
+//!
+//! Shape and dtype errors are returned when an op is recorded. Broadcasting and PyTorch type
+//! promotion become explicit IR nodes. This crate holds no `unsafe` code and knows no ATen or
+//! `.fx` name: it builds IR through `ttpu_ir::GraphBuilder` like any frontend.
+
+#![warn(missing_docs)]
+
+mod cache;
+mod device;
+mod element;
+mod error;
+mod promote;
+mod tensor;
+
+pub use device::{Counters, DEFAULT_CACHE_CAPACITY, DEFAULT_PENDING_LIMIT, Device, Mode};
+pub use element::Element;
+pub use error::{Error, Result};
+pub use tensor::Tensor;
+pub use ttpu_ir::{DType, Shape};
+pub use ttpu_pjrt::HostBuffer;

@@ -1,0 +1,74 @@
+//! The compile cache: keyed by structure not values, bounded in memory, and safe on disk.
+
+use std::path::PathBuf;
+
+use crate::common::{device, tensor};
+
+fn scratch_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ttpu-eager-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+#[test]
+fn equal_structure_hits_and_other_shapes_miss() {
+    let device = device();
+    for values in [[1.0f32, 2.0], [3.0, 4.0]] {
+        let x = tensor(&device, &values, &[2]);
+        assert_eq!(x.mul(&x).unwrap().to_vec::<f32>().unwrap(), vec![values[0] * values[0], values[1] * values[1]]);
+    }
+    assert_eq!((device.counters().compiles, device.counters().cache_hits), (1, 1));
+    let wider = tensor(&device, &[1.0, 2.0, 3.0], &[3]);
+    wider.mul(&wider).unwrap().materialize().unwrap();
+    assert_eq!(device.counters().compiles, 2);
+}
+
+#[test]
+fn constants_and_attributes_are_part_of_the_key() {
+    let device = device();
+    let x = tensor(&device, &[1.0, 2.0, 3.0, 4.0], &[2, 2]);
+    assert_eq!(x.mul_scalar(2.0f32).unwrap().to_vec::<f32>().unwrap(), vec![2.0, 4.0, 6.0, 8.0]);
+    assert_eq!(x.mul_scalar(3.0f32).unwrap().to_vec::<f32>().unwrap(), vec![3.0, 6.0, 9.0, 12.0]);
+    assert_eq!(x.sum(&[0]).unwrap().to_vec::<f32>().unwrap(), vec![4.0, 6.0]);
+    assert_eq!(x.sum(&[1]).unwrap().to_vec::<f32>().unwrap(), vec![3.0, 7.0]);
+    assert_eq!((device.counters().compiles, device.counters().cache_hits), (4, 0));
+}
+
+#[test]
+fn the_memory_cache_evicts_the_least_recently_used() {
+    let device = device();
+    device.set_cache_capacity(1).unwrap();
+    let x = tensor(&device, &[1.0, 2.0], &[2]);
+    for _ in 0..2 {
+        x.exp().unwrap().materialize().unwrap();
+        x.tanh().unwrap().materialize().unwrap();
+    }
+    assert_eq!(device.cached_graphs().unwrap(), 1);
+    assert_eq!(device.counters().compiles, 4);
+}
+
+#[test]
+fn the_disk_cache_survives_devices_and_ignores_damage() {
+    let dir = scratch_dir("disk");
+    let run = |expect_compiles: u64, expect_disk_hits: u64| {
+        let device = device();
+        device.set_disk_cache(&dir).unwrap();
+        let x = tensor(&device, &[1.0, 4.0], &[2]);
+        assert_eq!(x.sqrt().unwrap().add_scalar(1.0f32).unwrap().to_vec::<f32>().unwrap(), vec![2.0, 3.0]);
+        let counters = device.counters();
+        assert_eq!((counters.compiles, counters.disk_hits), (expect_compiles, expect_disk_hits));
+    };
+    run(1, 0);
+    run(0, 1);
+    let entries: Vec<PathBuf> = std::fs::read_dir(&dir).unwrap().map(|entry| entry.unwrap().path()).collect();
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    // A torn write: the entry loses its tail, so its checksum no longer matches.
+    let bytes = std::fs::read(&entries[0]).unwrap();
+    std::fs::write(&entries[0], &bytes[..bytes.len() / 2]).unwrap();
+    run(1, 0);
+    // Garbage under the right name is ignored too, then replaced by a good entry.
+    std::fs::write(&entries[0], b"not an executable").unwrap();
+    run(1, 0);
+    run(0, 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}

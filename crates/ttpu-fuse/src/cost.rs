@@ -1,0 +1,105 @@
+//! The extraction cost: bytes moved plus flops, per dtype.
+//!
+//! A node costs the bytes it reads and writes, plus an estimate of its arithmetic, plus one so that
+//! fewer ops win ties. A splat constant costs one element, since lowering keeps one value. Symbolic
+//! dims count as [`SYMBOL_SIZE`]. Costs add up the operand trees with saturating arithmetic, so the
+//! cost is monotonic in every operand and [`Cost::INFINITE`] is a real ceiling, never a wrap-around.
+
+use egg::{CostFunction, Id, Language};
+use smallvec::SmallVec;
+use ttpu_ir::{BinaryOp, Dim, Op, TensorType, UnaryOp, infer};
+
+use crate::analysis::FuseGraph;
+use crate::lang::FNode;
+
+/// The size assumed for a symbolic dim.
+const SYMBOL_SIZE: u64 = 64;
+
+/// A saturating cost; `INFINITE` absorbs everything added to it.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Cost(u64);
+
+impl Cost {
+    /// The ceiling: never chosen over a finite cost.
+    pub(crate) const INFINITE: Cost = Cost(u64::MAX);
+
+    fn add(self, other: Cost) -> Cost {
+        Cost(self.0.saturating_add(other.0))
+    }
+}
+
+fn elements(ty: &TensorType) -> u64 {
+    ty.shape.dims().iter().fold(1u64, |acc, dim| {
+        let size = match dim {
+            Dim::Static(size) => u64::try_from(*size).unwrap_or(0),
+            Dim::Sym(_) => SYMBOL_SIZE,
+        };
+        acc.saturating_mul(size)
+    })
+}
+
+fn bytes(ty: &TensorType) -> u64 {
+    elements(ty).saturating_mul(ty.dtype.byte_size() as u64)
+}
+
+/// Flops per result element of an elementwise op.
+fn unary_flops(op: UnaryOp) -> u64 {
+    match op {
+        UnaryOp::Abs | UnaryOp::Negate | UnaryOp::Sign | UnaryOp::Not | UnaryOp::IsFinite => 1,
+        UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::RoundNearestEven | UnaryOp::RoundNearestAfz => 1,
+        _ => 8,
+    }
+}
+
+/// The cost of `node` alone, without its operands.
+fn own_cost(egraph: &FuseGraph, node: &FNode) -> Cost {
+    let Some(op) = node.ir_op() else { return Cost(0) };
+    let operand_types: SmallVec<[&TensorType; 4]> = node.children.iter().map(|&id| &egraph[id].data.ty).collect();
+    let Ok(result) = infer(op, &operand_types) else { return Cost::INFINITE };
+    let result = &result[0];
+    let written = match op {
+        Op::Constant(literal) if literal.len() > 1 && literal.splat_value().is_some() => {
+            literal.dtype().byte_size() as u64
+        }
+        _ => bytes(result),
+    };
+    let read = operand_types.iter().fold(0u64, |acc, ty| acc.saturating_add(bytes(ty)));
+    let flops = match op {
+        Op::Unary(unary) => elements(result).saturating_mul(unary_flops(*unary)),
+        // Division and the transcendental binary ops take several cycles per element.
+        Op::Binary(BinaryOp::Divide | BinaryOp::Remainder | BinaryOp::Power | BinaryOp::Atan2) => {
+            elements(result).saturating_mul(4)
+        }
+        Op::Binary(_) | Op::Compare(_) | Op::Select | Op::Clamp | Op::Convert(_) => elements(result),
+        Op::Reduce { .. } | Op::ReduceWindow { .. } => elements(operand_types[0]),
+        Op::DotGeneral(dims) => {
+            let contracted = dims.lhs_contracting.iter().fold(1u64, |acc, &dim| {
+                let size = match &operand_types[0].shape[dim as usize] {
+                    Dim::Static(size) => u64::try_from(*size).unwrap_or(0),
+                    Dim::Sym(_) => SYMBOL_SIZE,
+                };
+                acc.saturating_mul(size)
+            });
+            elements(result).saturating_mul(contracted).saturating_mul(2)
+        }
+        Op::Convolution(_) => elements(result).saturating_mul(elements(operand_types[1])).saturating_mul(2),
+        _ => 0,
+    };
+    Cost(1).add(Cost(written)).add(Cost(read)).add(Cost(flops))
+}
+
+/// The cost function handed to egg's extractor.
+pub(crate) struct FuseCost<'a> {
+    pub(crate) egraph: &'a FuseGraph,
+}
+
+impl CostFunction<FNode> for FuseCost<'_> {
+    type Cost = Cost;
+
+    fn cost<C>(&mut self, enode: &FNode, mut costs: C) -> Cost
+    where
+        C: FnMut(Id) -> Cost,
+    {
+        enode.fold(own_cost(self.egraph, enode), |total, child| total.add(costs(child)))
+    }
+}

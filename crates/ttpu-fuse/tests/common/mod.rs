@@ -1,0 +1,4 @@
+//! Helpers shared by the integration tests of `ttpu-fuse`.
+
+#[allow(dead_code)]
+pub mod interp;

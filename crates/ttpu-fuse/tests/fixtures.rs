@@ -1,0 +1,78 @@
+//! Fuses the IR of every committed fixture (the driver's `snapshots__ir@*.snap` files), checks the
+//! result verifies, keeps the signature and has no more ops, and prints the op counts
+//! (`cargo test -p ttpu-fuse --test fixtures -- --nocapture`). Fixtures whose ops the reference
+//! interpreter knows (static shapes, no convolution, pooling, gather or scatter) are also run before
+//! and after fusing on random inputs, and must give bit-identical outputs.
+
+mod common;
+
+use std::path::Path;
+
+use common::interp::{Inputs, eval};
+
+use ttpu_fuse::{FuseOptions, fuse};
+
+/// The IR text of an insta snapshot: everything after the second `---` line.
+fn snapshot_body(contents: &str) -> &str {
+    let mut separators = 0;
+    let mut offset = 0;
+    for line in contents.split_inclusive('\n') {
+        offset += line.len();
+        if line.trim_end() == "---" {
+            separators += 1;
+            if separators == 2 {
+                return &contents[offset..];
+            }
+        }
+    }
+    panic!("a snapshot has a header between two `---` lines")
+}
+
+#[test]
+fn fixtures_fuse_without_growing() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../ttpu/tests/snapshots");
+    let mut paths: Vec<_> = std::fs::read_dir(&dir)
+        .expect("the driver's snapshot directory exists")
+        .map(|entry| entry.expect("readable directory").path())
+        .filter(|path| {
+            path.file_name().and_then(|name| name.to_str()).is_some_and(|name| name.starts_with("snapshots__ir@"))
+        })
+        .collect();
+    paths.sort();
+    assert!(!paths.is_empty(), "no IR snapshots under {}", dir.display());
+    for path in paths {
+        let name =
+            path.file_stem().and_then(|stem| stem.to_str()).expect("utf-8 name").trim_start_matches("snapshots__ir@");
+        let contents = std::fs::read_to_string(&path).expect("readable snapshot");
+        // Models that import only at concrete sizes snapshot their error message, not IR.
+        if snapshot_body(&contents).starts_with("error: ") {
+            continue;
+        }
+        let graph = ttpu_ir::text::parse(snapshot_body(&contents)).unwrap_or_else(|error| panic!("{name}: {error}"));
+        let options = FuseOptions { time_limit: std::time::Duration::from_secs(60), ..FuseOptions::default() };
+        let (fused, report) = fuse(&graph, &options).unwrap_or_else(|error| panic!("{name}: {error}"));
+        ttpu_ir::verify(&fused).unwrap_or_else(|error| panic!("{name}: {error}"));
+        assert_eq!(fused.signature(), graph.signature(), "{name}: the signature changed");
+        for (&before, &after) in graph.inputs.iter().zip(&fused.inputs) {
+            assert_eq!(graph.value(before).name, fused.value(after).name, "{name}: an input name changed");
+        }
+        let inputs = Inputs::new(7).for_graph_checked(&graph);
+        let checked = match inputs.map(|inputs| (eval(&graph, &inputs), inputs)) {
+            Some((Ok(before), inputs)) => {
+                let after = eval(&fused, &inputs).unwrap_or_else(|error| panic!("{name}: {error}"));
+                for (index, (before, after)) in before.iter().zip(&after).enumerate() {
+                    assert!(before.bit_identical(after), "{name}: output {index} changed");
+                }
+                "results bit-identical"
+            }
+            _ => "not interpretable",
+        };
+        println!(
+            "{name} ({checked}): {} -> {} ops\n  {}",
+            report.ops_before,
+            report.ops_after,
+            report.to_string().replace('\n', "\n  ")
+        );
+        assert!(report.ops_after <= report.ops_before, "{name}: {} -> {} ops", report.ops_before, report.ops_after);
+    }
+}
