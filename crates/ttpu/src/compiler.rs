@@ -8,10 +8,19 @@ use crate::pipeline::{PASSES, run_passes};
 use crate::{Error, Result};
 
 /// How the IR text and StableHLO are produced.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct CompileOptions {
     /// Concrete sizes for symbolic dims (`s77 -> 8`); others stay symbolic.
     pub symbol_values: IndexMap<String, i64>,
+    /// The e-graph optimizer's options, or `None` to skip it (`--no-fuse`).
+    pub fuse: Option<ttpu_fuse::FuseOptions>,
+}
+
+impl Default for CompileOptions {
+    /// Symbolic dims kept, exact rewrites on.
+    fn default() -> CompileOptions {
+        CompileOptions { symbol_values: IndexMap::new(), fuse: Some(ttpu_fuse::FuseOptions::default()) }
+    }
 }
 
 /// A model compiled to StableHLO.
@@ -43,25 +52,46 @@ impl Compiler {
 
     /// Imports an already parsed program (used to specialise one model to many sizes).
     pub fn import_program(&self, program: &ttpu_fx::ast::Program, options: &CompileOptions) -> Result<Module> {
+        self.import_with_report(program, options).map(|(module, _)| module)
+    }
+
+    /// Like [`Compiler::import_program`], also returning what the optimizer did (when it ran).
+    pub fn import_with_report(
+        &self,
+        program: &ttpu_fx::ast::Program,
+        options: &CompileOptions,
+    ) -> Result<(Module, Option<ttpu_fuse::FuseReport>)> {
         let span = tracing::debug_span!("import", path = %program.path);
         let _enter = span.enter();
         let import_options = ImportOptions { symbol_values: options.symbol_values.clone() };
         let mut module = ttpu_fx::import(program, &import_options)?;
         ttpu_ir::verify(&module.graph).map_err(|errors| Error::Internal { pass: "import", errors })?;
         run_passes(&mut module.graph, PASSES)?;
-        Ok(module)
+        let Some(fuse_options) = &options.fuse else { return Ok((module, None)) };
+        let (fused, report) = {
+            let _span = tracing::debug_span!("pass", name = "fuse").entered();
+            ttpu_fuse::fuse(&module.graph, fuse_options)?
+        };
+        ttpu_ir::verify(&fused).map_err(|errors| Error::Internal { pass: "fuse", errors })?;
+        tracing::debug!(ops_before = report.ops_before, ops_after = report.ops_after, stop = %report.stop_reason, "fused");
+        module.graph = fused;
+        Ok((module, Some(report)))
     }
 
     /// Imports a model keeping its symbolic dims, and decides per symbol whether runs may pad it
     /// (see [`ttpu_ir::padding_verdicts`]).
-    pub fn import_dynamic(&self, program: &ttpu_fx::ast::Program) -> Result<(Module, PaddingVerdicts)> {
-        match self.import_program(program, &CompileOptions::default()) {
+    pub fn import_dynamic(
+        &self,
+        program: &ttpu_fx::ast::Program,
+        options: &CompileOptions,
+    ) -> Result<(Module, PaddingVerdicts)> {
+        match self.import_program(program, options) {
             Ok(module) => {
                 let padding = ttpu_ir::padding_verdicts(&module.graph);
                 Ok((module, padding))
             }
             Err(Error::Frontend(error)) if matches!(*error, ttpu_fx::Error::DynamicDims { .. }) => {
-                self.sized_stand_in(program, &error)
+                self.sized_stand_in(program, options, &error)
             }
             Err(error) => Err(error),
         }
@@ -74,6 +104,7 @@ impl Compiler {
     fn sized_stand_in(
         &self,
         program: &ttpu_fx::ast::Program,
+        options: &CompileOptions,
         why: &ttpu_fx::Error,
     ) -> Result<(Module, PaddingVerdicts)> {
         let symbol_values: IndexMap<String, i64> = program
@@ -81,7 +112,7 @@ impl Compiler {
             .iter()
             .map(|constraint| (constraint.symbol.clone(), constraint.min.max(0)))
             .collect();
-        let mut module = self.import_program(program, &CompileOptions { symbol_values })?;
+        let mut module = self.import_program(program, &CompileOptions { symbol_values, ..options.clone() })?;
         for constraint in &program.range_constraints {
             let range = ttpu_ir::SymbolRange { min: constraint.min, max: constraint.max };
             module.graph.symbols.declare(&constraint.symbol, range);

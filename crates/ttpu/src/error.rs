@@ -10,6 +10,9 @@ pub enum Error {
     /// texts, and every other result of the driver should not pay for their size.
     #[error(transparent)]
     Frontend(Box<ttpu_fx::Error>),
+    /// The e-graph optimizer failed (a ttpu bug: rewrites must keep graphs valid).
+    #[error(transparent)]
+    Fuse(#[from] ttpu_fuse::Error),
     /// Lowering to StableHLO failed.
     #[error(transparent)]
     Lower(#[from] ttpu_stablehlo::Error),

@@ -40,6 +40,8 @@ enum Command {
         /// Print, per symbolic dim, whether runs may pad it to a bucket size and why not.
         #[arg(long)]
         explain_dynamic: bool,
+        #[command(flatten)]
+        fuse: FuseArgs,
     },
     /// Run a model and write its outputs as safetensors.
     Run {
@@ -70,6 +72,22 @@ enum Command {
 }
 
 #[derive(clap::Args)]
+struct FuseArgs {
+    /// Skip the e-graph optimizer.
+    #[arg(long)]
+    no_fuse: bool,
+    /// Also apply rewrites that are not exact in IEEE arithmetic (reassociation, x/c as x*(1/c)).
+    #[arg(long, conflicts_with = "no_fuse")]
+    fast_math: bool,
+}
+
+impl FuseArgs {
+    fn options(&self) -> Option<ttpu_fuse::FuseOptions> {
+        (!self.no_fuse).then(|| ttpu_fuse::FuseOptions { fast_math: self.fast_math, ..Default::default() })
+    }
+}
+
+#[derive(clap::Args)]
 struct DataArgs {
     /// Parameters, buffers and constants, keyed by signature target.
     #[arg(long)]
@@ -80,14 +98,18 @@ struct DataArgs {
     /// The PJRT plugin; defaults to $TTPU_PJRT_PLUGIN, then the one `cargo xtask setup` installed.
     #[arg(long)]
     plugin: Option<PathBuf>,
+    #[command(flatten)]
+    fuse: FuseArgs,
 }
 
 #[derive(Copy, Clone, PartialEq, Eq, ValueEnum)]
 enum Emit {
     /// StableHLO module text.
     Stablehlo,
-    /// ttpu IR text.
+    /// ttpu IR text as imported, before the optimizer.
     Ir,
+    /// ttpu IR text after the e-graph optimizer (its report goes to standard error).
+    Fused,
 }
 
 fn main() -> ExitCode {
@@ -110,18 +132,29 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<ExitCode, Report> {
     match cli.command {
-        Command::Lower { model, emit, output, symbols, explain_dynamic } => {
+        Command::Lower { model, emit, output, symbols, explain_dynamic, fuse } => {
             let (source, path) = read_model(&model)?;
             let compiler = Compiler::new();
             let text = if explain_dynamic {
                 let program = ttpu_fx::parse(&source, &path).map_err(|error| report(error.into(), &source))?;
-                let (module, verdicts) = compiler.import_dynamic(&program).map_err(|error| report(error, &source))?;
+                let options = CompileOptions { fuse: fuse.options(), ..CompileOptions::default() };
+                let (module, verdicts) =
+                    compiler.import_dynamic(&program, &options).map_err(|error| report(error, &source))?;
                 explain(&module.graph, &verdicts)
             } else {
-                let options = CompileOptions { symbol_values: symbols.into_iter().collect() };
-                let module = compiler.import(&source, &path, &options).map_err(|error| report(error, &source))?;
+                let program = ttpu_fx::parse(&source, &path).map_err(|error| report(error.into(), &source))?;
+                let fuse_options = if emit == Emit::Ir { None } else { fuse.options() };
+                let options = CompileOptions { symbol_values: symbols.into_iter().collect(), fuse: fuse_options };
+                let (module, fuse_report) =
+                    compiler.import_with_report(&program, &options).map_err(|error| report(error, &source))?;
                 match emit {
                     Emit::Ir => ttpu_ir::text::print(&module.graph),
+                    Emit::Fused => {
+                        if let Some(fuse_report) = fuse_report {
+                            eprintln!("{}", fuse_report.to_string().trim_end());
+                        }
+                        ttpu_ir::text::print(&module.graph)
+                    }
                     Emit::Stablehlo => compiler.lower(&module).map_err(|error| report(error, &source))?,
                 }
             };
@@ -203,7 +236,9 @@ fn read_model(model: &Path) -> Result<(String, String), Report> {
 
 fn execute(model: &Path, data: &DataArgs) -> Result<(String, TensorMap), Report> {
     let (source, path) = read_model(model)?;
-    let session = Session::from_plugin_or_default(data.plugin.as_deref()).map_err(|error| report(error, &source))?;
+    let mut session =
+        Session::from_plugin_or_default(data.plugin.as_deref()).map_err(|error| report(error, &source))?;
+    session.set_compile_options(CompileOptions { fuse: data.fuse.options(), ..CompileOptions::default() });
     let loaded = session.load_model(&source, &path).map_err(|error| report(error, &source))?;
     let weights = match &data.weights {
         Some(file) => read_safetensors(file).map_err(|error| report(error, &source))?,

@@ -85,6 +85,7 @@ pub struct Session {
     client: Client,
     compiler: Compiler,
     bucketing: Bucketing,
+    options: CompileOptions,
 }
 
 impl Session {
@@ -93,7 +94,12 @@ impl Session {
         let plugin = Plugin::load(plugin_path)?;
         let client = Client::new(&plugin)?;
         tracing::debug!(platform = %client.platform_name().unwrap_or_default(), "pjrt client ready");
-        Ok(Session { client, compiler: Compiler::new(), bucketing: Bucketing::default() })
+        Ok(Session {
+            client,
+            compiler: Compiler::new(),
+            bucketing: Bucketing::default(),
+            options: CompileOptions::default(),
+        })
     }
 
     /// A session on the plugin named by `--plugin`, else `$TTPU_PJRT_PLUGIN`, else the one
@@ -110,6 +116,12 @@ impl Session {
         self.bucketing = bucketing;
     }
 
+    /// Sets the compile options (the optimizer's, say) for models loaded from now on; symbol sizes
+    /// in them are ignored, since each run binds its own.
+    pub fn set_compile_options(&mut self, options: CompileOptions) {
+        self.options = CompileOptions { symbol_values: IndexMap::new(), ..options };
+    }
+
     /// The PJRT client.
     pub fn client(&self) -> &Client {
         &self.client
@@ -118,7 +130,7 @@ impl Session {
     /// Parses and imports a model; nothing is compiled until it runs.
     pub fn load_model(&self, source: &str, path: &str) -> Result<Model> {
         let program = ttpu_fx::parse(source, path)?;
-        let (module, padding) = self.compiler.import_dynamic(&program)?;
+        let (module, padding) = self.compiler.import_dynamic(&program, &self.options)?;
         Ok(Model { program, module, padding, specialisations: Mutex::new(IndexMap::new()) })
     }
 
@@ -189,7 +201,7 @@ impl Session {
         let module = if symbol_values.is_empty() {
             model.module.clone()
         } else {
-            self.compiler.import_program(&model.program, &CompileOptions { symbol_values })?
+            self.compiler.import_program(&model.program, &CompileOptions { symbol_values, ..self.options.clone() })?
         };
         let stablehlo = self.compiler.lower(&module)?;
         let executable = {

@@ -132,3 +132,16 @@ fn explain_dynamic_gives_each_symbols_verdict() {
         "s77 in [2, 1024]: padded to the next power of two; outputs are sliced back (no op mixes positions along it)\n"
     );
 }
+
+#[test]
+fn emit_fused_prints_the_rewritten_ir_and_no_fuse_turns_it_off() {
+    let out = ttpu(&["lower", "fixtures/mlp/model.fx", "--emit", "fused"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).starts_with("fuse: 75 -> 56 ops;"), "{}", stderr(&out));
+    assert!(!stdout(&out).contains("transpose("), "the transposes fold into dot_general: {}", stdout(&out));
+
+    let fused = stdout(&ttpu(&["lower", "fixtures/mlp/model.fx"]));
+    let unfused = stdout(&ttpu(&["lower", "fixtures/mlp/model.fx", "--no-fuse"]));
+    assert!(!fused.contains("stablehlo.transpose"), "{fused}");
+    assert!(unfused.contains("stablehlo.transpose"), "{unfused}");
+}

@@ -6,13 +6,14 @@ mod common;
 use ttpu::{CompileOptions, Compiler};
 
 #[test]
-fn ir_and_stablehlo_of_every_fixture() {
+fn ir_fused_ir_and_stablehlo_of_every_fixture() {
     let compiler = Compiler::new();
+    let unfused = CompileOptions { fuse: None, ..CompileOptions::default() };
     for (name, folder) in common::fixtures() {
         let source = std::fs::read_to_string(folder.join("model.fx")).expect("model.fx is readable");
         let path = common::relative_model_path(&name);
         // Models that only import at concrete sizes snapshot their message instead.
-        let module = match compiler.import(&source, &path, &CompileOptions::default()) {
+        let module = match compiler.import(&source, &path, &unfused) {
             Ok(module) => module,
             Err(error) => {
                 insta::assert_snapshot!(format!("ir@{name}"), format!("error: {error}"));
@@ -20,7 +21,10 @@ fn ir_and_stablehlo_of_every_fixture() {
             }
         };
         insta::assert_snapshot!(format!("ir@{name}"), ttpu_ir::text::print(&module.graph));
-        let stablehlo = match compiler.lower(&module) {
+        let fused =
+            compiler.import(&source, &path, &CompileOptions::default()).expect("the optimizer keeps graphs valid");
+        insta::assert_snapshot!(format!("fused@{name}"), ttpu_ir::text::print(&fused.graph));
+        let stablehlo = match compiler.lower(&fused) {
             Ok(text) => text,
             Err(error) => format!("error: {error}"),
         };
@@ -44,7 +48,8 @@ fn a_dynamic_model_lowers_once_its_sizes_are_given() {
     let compiler = Compiler::new();
     let folder = common::fixtures_dir().join("mlp_dynamic");
     let source = std::fs::read_to_string(folder.join("model.fx")).expect("model.fx is readable");
-    let options = CompileOptions { symbol_values: [("s77".to_owned(), 7)].into_iter().collect() };
+    let options =
+        CompileOptions { symbol_values: [("s77".to_owned(), 7)].into_iter().collect(), ..CompileOptions::default() };
     let compiled = compiler.compile(&source, "fixtures/mlp_dynamic/model.fx", &options).expect("compiles at batch 7");
     assert!(compiled.stablehlo.contains("tensor<7x16xf32>"), "{}", compiled.stablehlo);
     assert!(compiled.stablehlo.contains("tensor<7x8xf32>"), "{}", compiled.stablehlo);
