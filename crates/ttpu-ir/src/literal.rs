@@ -46,8 +46,8 @@ impl Scalar {
         match dtype {
             DType::F64 => out.extend_from_slice(&self.as_f64().to_le_bytes()),
             DType::F32 => out.extend_from_slice(&(self.as_f64() as f32).to_le_bytes()),
-            DType::F16 => out.extend_from_slice(&f16::from_f64(self.as_f64()).to_le_bytes()),
-            DType::BF16 => out.extend_from_slice(&bf16::from_f64(self.as_f64()).to_le_bytes()),
+            DType::F16 => out.extend_from_slice(&to_f16(self.as_f64()).to_le_bytes()),
+            DType::BF16 => out.extend_from_slice(&to_bf16(self.as_f64()).to_le_bytes()),
             DType::I64 => out.extend_from_slice(&self.as_i64().to_le_bytes()),
             DType::I32 => out.extend_from_slice(&(self.as_i64() as i32).to_le_bytes()),
             DType::I16 => out.extend_from_slice(&(self.as_i64() as i16).to_le_bytes()),
@@ -79,6 +79,31 @@ impl Scalar {
             DType::Bool => Scalar::Bool(bytes[0] != 0),
         }
     }
+}
+
+/// `value` rounded to f32 with round-to-odd: truncated toward zero, with the last mantissa bit
+/// set when anything was cut off. Rounding that result once more to a format of at most 22
+/// mantissa bits (f16, bf16) gives the correctly rounded value, which two nearest-even roundings
+/// would not always give.
+fn round_to_odd_f32(value: f64) -> f32 {
+    let nearest = value as f32;
+    if value.is_nan() || f64::from(nearest) == value {
+        return nearest;
+    }
+    // `nearest` is inexact: step it toward zero if it rounded away, then mark it inexact.
+    let toward_zero =
+        if f64::from(nearest).abs() > value.abs() { f32::from_bits(nearest.to_bits() - 1) } else { nearest };
+    f32::from_bits(toward_zero.to_bits() | 1)
+}
+
+/// The f16 nearest to `value`, ties to even (`half` converts f64 by way of a truncated f32).
+pub(crate) fn to_f16(value: f64) -> f16 {
+    f16::from_f32(round_to_odd_f32(value))
+}
+
+/// The bf16 nearest to `value`, ties to even.
+pub(crate) fn to_bf16(value: f64) -> bf16 {
+    bf16::from_f32(round_to_odd_f32(value))
 }
 
 impl fmt::Display for Scalar {
@@ -197,5 +222,26 @@ impl Literal {
     /// Every element, row-major.
     pub fn scalars(&self) -> impl Iterator<Item = Scalar> + '_ {
         self.data.chunks_exact(self.dtype.byte_size()).map(|chunk| Scalar::from_bytes(self.dtype, chunk))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn f64_to_half_precision_rounds_once() {
+        // Just above the tie between 1 and the next bf16: rounding to f32 first lands exactly on
+        // the tie, and ties-to-even would then wrongly give 1.
+        let above_tie = 1.0 + 2f64.powi(-8) + 2f64.powi(-30);
+        assert_eq!(to_bf16(above_tie).to_f64(), 1.0 + 2f64.powi(-7));
+        assert_eq!(to_bf16(1.0 + 2f64.powi(-8)).to_f64(), 1.0, "an exact tie goes to even");
+        let above_f16_tie = 1.0 + 2f64.powi(-11) + 2f64.powi(-40);
+        assert_eq!(to_f16(above_f16_tie).to_f64(), 1.0 + 2f64.powi(-10));
+        assert_eq!(to_bf16(-above_tie).to_f64(), -(1.0 + 2f64.powi(-7)));
+        assert!(to_bf16(1e39).to_f64().is_infinite(), "beyond the range is infinity");
+        assert_eq!(to_f16(1e-30).to_f64(), 0.0);
+        assert!(to_bf16(f64::NAN).is_nan());
+        assert_eq!(to_f16(65504.0).to_f64(), 65504.0);
     }
 }

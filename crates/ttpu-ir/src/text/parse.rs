@@ -19,8 +19,6 @@
 
 use std::collections::HashMap;
 
-use half::{bf16, f16};
-
 use super::attrs::{Attr, AttrReader, op_from_attrs};
 use crate::{DType, Dim, Graph, GraphBuilder, Literal, Loc, Scalar, Shape, SymbolRange, TensorType, ValueId};
 
@@ -744,8 +742,8 @@ impl Parser {
         let fits = match (scalar, dtype) {
             (Scalar::Float(value), DType::F64) => Ok(value),
             (Scalar::Float(value), DType::F32) => Ok(f64::from(value as f32)),
-            (Scalar::Float(value), DType::F16) => Ok(f16::from_f64(value).to_f64()),
-            (Scalar::Float(value), DType::BF16) => Ok(bf16::from_f64(value).to_f64()),
+            (Scalar::Float(value), DType::F16) => Ok(crate::literal::to_f16(value).to_f64()),
+            (Scalar::Float(value), DType::BF16) => Ok(crate::literal::to_bf16(value).to_f64()),
             (Scalar::Int(value), DType::I64) => Ok(value as f64),
             (Scalar::Int(value), DType::I32) => i32::try_from(value).map(f64::from).map_err(|_| value),
             (Scalar::Int(value), DType::I16) => i16::try_from(value).map(f64::from).map_err(|_| value),
