@@ -48,12 +48,15 @@ fn every_fixture_parses_with_matching_counts() {
     let expected = [
         ("buffer_mutation", (5, 8, 3)),
         ("cnn", (12, 12, 1)),
+        ("cnn_dynamic", (12, 13, 1)),
         ("cnn_pool_variants", (6, 14, 3)),
         ("gpt2_block", (14, 59, 1)),
+        ("gpt2_block_dynamic", (14, 63, 1)),
         ("mlp", (7, 8, 1)),
         ("mlp_bf16", (7, 8, 1)),
         ("mlp_dynamic", (7, 8, 1)),
         ("ops_mix", (6, 88, 13)),
+        ("view_dynamic", (3, 7, 1)),
     ];
     let mut found: Vec<String> = std::fs::read_dir(fixtures_dir())
         .expect("fixtures dir")

@@ -172,6 +172,17 @@ fn lower_node<'c>(
     let result = tensor_type(context, result_type)?;
     let operand_dtype = || graph.ty(node.operands[0]).dtype;
     match &node.op {
+        Op::Constant(literal) if literal.dtype() == DType::Bool && literal.splat_value().is_none() => {
+            // MLIR packs `i1` data eight elements a byte when it prints large constants in hex,
+            // and XLA's parser reads one byte per element: spell the data as `ui8` and convert.
+            let bytes: Vec<u8> = literal.bytes().iter().map(|&byte| u8::from(byte != 0)).collect();
+            let as_bytes = Literal::from_bytes(DType::U8, literal.dims(), bytes).map_err(|error| Error::Internal {
+                message: format!("bool constant of {} bytes: {error:?}", error.actual),
+            })?;
+            let defined = block.append_operation(ops::constant(context, &as_bytes, loc)?);
+            let value = defined.result(0).map_err(|error| internal("reading an op result", error))?;
+            ops::convert(value.into(), result, loc)
+        }
         Op::Constant(literal) => ops::constant(context, literal, loc),
         Op::Iota { dimension, .. } => ops::iota(context, *dimension, result, loc),
         Op::Unary(op) => ops::unary_builder(*op)(operands[0], result, loc),

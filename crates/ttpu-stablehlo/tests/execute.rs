@@ -269,3 +269,15 @@ fn iota_counts_and_bool_constants_select() {
     assert_eq!(i32s(&outputs[0]), [0, 1, 2, 0, 1, 2]);
     assert_eq!(i32s(&outputs[1]), [0, -1, 2, -1, -1, 2]);
 }
+
+#[test]
+fn large_bool_constants_keep_every_element() {
+    // Over a hundred elements, MLIR prints constants as hex; i1 data must still reach XLA intact.
+    let values: Vec<Scalar> = (0..210).map(|index| Scalar::Bool(index % 3 == 0 || index % 7 == 0)).collect();
+    let literal = Literal::from_scalars(DType::Bool, &[2, 3, 7, 5], &values).expect("210 values");
+    let mut b = GraphBuilder::new();
+    let mask = b.constant(literal.clone());
+    let outputs = run(&b.finish(&[mask]), &[]);
+    assert_eq!(outputs[0].element_type, ElementType::Pred);
+    assert_eq!(outputs[0].data, literal.bytes());
+}

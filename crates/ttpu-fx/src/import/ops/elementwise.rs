@@ -524,3 +524,139 @@ pub(super) fn logical_not(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let x = to_bool(cx, args.tensor("self")?)?;
     tensor(cx.unary(UnaryOp::Not, x)?)
 }
+
+/// The inverse trigonometric and hyperbolic functions, which the IR lacks, as formulas.
+#[derive(Copy, Clone, Debug)]
+pub(super) enum Inverse {
+    Asin,
+    Acos,
+    Atan,
+    Sinh,
+    Cosh,
+    Asinh,
+    Acosh,
+    Atanh,
+}
+
+/// `asin`/`acos`/`atan`/`sinh`/`cosh`/`asinh`/`acosh`/`atanh` through `atan2`, `expm1`, `log1p`
+/// and `sqrt`, in forms that stay accurate near zero (and near one for `acosh`).
+pub(super) fn inverse_trig(cx: &mut Cx<'_>, args: &Args, function: Inverse) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    tensor(apply_float(cx, x, |cx, x| {
+        let one = cx.splat_like(x, Scalar::Int(1))?;
+        // sqrt((1 - x)(1 + x)), accurate near |x| = 1.
+        let cosine_of = |cx: &mut Cx<'_>| -> Result<ValueId> {
+            let minus = cx.binary(BinaryOp::Subtract, one, x)?;
+            let plus = cx.binary(BinaryOp::Add, one, x)?;
+            let product = cx.binary(BinaryOp::Multiply, minus, plus)?;
+            cx.unary(UnaryOp::Sqrt, product)
+        };
+        match function {
+            Inverse::Asin => {
+                let c = cosine_of(cx)?;
+                cx.binary(BinaryOp::Atan2, x, c)
+            }
+            Inverse::Acos => {
+                let s = cosine_of(cx)?;
+                cx.binary(BinaryOp::Atan2, s, x)
+            }
+            Inverse::Atan => cx.binary(BinaryOp::Atan2, x, one),
+            Inverse::Sinh | Inverse::Cosh => {
+                // (e^x ∓ e^-x) / 2 with expm1 keeps sinh accurate near zero.
+                let negated = cx.unary(UnaryOp::Negate, x)?;
+                let up = cx.unary(UnaryOp::ExponentialMinusOne, x)?;
+                let down = cx.unary(UnaryOp::ExponentialMinusOne, negated)?;
+                let combined = if matches!(function, Inverse::Sinh) {
+                    cx.binary(BinaryOp::Subtract, up, down)?
+                } else {
+                    let sum = cx.binary(BinaryOp::Add, up, down)?;
+                    let two = cx.splat_like(x, Scalar::Int(2))?;
+                    cx.binary(BinaryOp::Add, sum, two)?
+                };
+                cx.binary_scalar(BinaryOp::Multiply, combined, Scalar::Float(0.5))
+            }
+            Inverse::Asinh => {
+                // sign(x) * log1p(|x| + x² / (1 + sqrt(1 + x²))); log(2|x|) once x² overflows.
+                let a = cx.unary(UnaryOp::Abs, x)?;
+                let square = cx.binary(BinaryOp::Multiply, a, a)?;
+                let root = cx.binary(BinaryOp::Add, one, square)?;
+                let root = cx.unary(UnaryOp::Sqrt, root)?;
+                let denominator = cx.binary(BinaryOp::Add, one, root)?;
+                let fraction = cx.binary(BinaryOp::Divide, square, denominator)?;
+                let sum = cx.binary(BinaryOp::Add, a, fraction)?;
+                let small = cx.unary(UnaryOp::LogPlusOne, sum)?;
+                let log = cx.unary(UnaryOp::Log, a)?;
+                let large = cx.binary_scalar(BinaryOp::Add, log, Scalar::Float(std::f64::consts::LN_2))?;
+                let big = cx.splat_like(x, Scalar::Float(1e18))?;
+                let is_big = cx.compare(CompareDirection::Gt, a, big)?;
+                let magnitude = cx.select(is_big, large, small)?;
+                let sign = cx.unary(UnaryOp::Sign, x)?;
+                let signed = cx.binary(BinaryOp::Multiply, sign, magnitude)?;
+                // sign(0) * ... is 0 but loses -0 and NaN: keep x where the magnitude is zero.
+                let zero = cx.splat_like(x, Scalar::Int(0))?;
+                let is_zero = cx.compare(CompareDirection::Eq, magnitude, zero)?;
+                cx.select(is_zero, x, signed)
+            }
+            Inverse::Acosh => {
+                // log1p(t + sqrt(t (t + 2))) with t = x - 1; log(2x) once x² overflows.
+                let t = cx.binary(BinaryOp::Subtract, x, one)?;
+                let two = cx.splat_like(x, Scalar::Int(2))?;
+                let t2 = cx.binary(BinaryOp::Add, t, two)?;
+                let product = cx.binary(BinaryOp::Multiply, t, t2)?;
+                let root = cx.unary(UnaryOp::Sqrt, product)?;
+                let sum = cx.binary(BinaryOp::Add, t, root)?;
+                let small = cx.unary(UnaryOp::LogPlusOne, sum)?;
+                let log = cx.unary(UnaryOp::Log, x)?;
+                let large = cx.binary_scalar(BinaryOp::Add, log, Scalar::Float(std::f64::consts::LN_2))?;
+                let big = cx.splat_like(x, Scalar::Float(1e18))?;
+                let is_big = cx.compare(CompareDirection::Gt, x, big)?;
+                cx.select(is_big, large, small)
+            }
+            Inverse::Atanh => {
+                // 0.5 * log1p(2x / (1 - x)).
+                let minus = cx.binary(BinaryOp::Subtract, one, x)?;
+                let twice = cx.binary(BinaryOp::Add, x, x)?;
+                let ratio = cx.binary(BinaryOp::Divide, twice, minus)?;
+                let log = cx.unary(UnaryOp::LogPlusOne, ratio)?;
+                cx.binary_scalar(BinaryOp::Multiply, log, Scalar::Float(0.5))
+            }
+        }
+    })?)
+}
+
+/// `isinf`: `|x| == inf` (never for integers and bools).
+pub(super) fn isinf(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    if !cx.dtype(x).is_float() {
+        return tensor(cx.splat(DType::Bool, Scalar::Bool(false), &cx.shape(x))?);
+    }
+    let magnitude = cx.unary(UnaryOp::Abs, x)?;
+    let infinity = cx.splat_like(x, Scalar::Float(f64::INFINITY))?;
+    tensor(cx.compare(CompareDirection::Eq, magnitude, infinity)?)
+}
+
+/// `maximum` / `minimum`: like PyTorch, a NaN in either operand gives NaN (XLA's CPU `maximum`
+/// and `minimum` may return the other operand).
+pub(super) fn max_min(cx: &mut Cx<'_>, args: &Args, op: BinaryOp) -> Result<Imported> {
+    let (lhs, rhs) = (args.operand("self")?, args.operand("other")?);
+    let dtype = cx.result_type(&[lhs, rhs]);
+    let compute = if cx.is_scalar_like(lhs) || cx.is_scalar_like(rhs) { opmath(dtype) } else { dtype };
+    let [x, y] = cx.prepare([lhs, rhs], compute)?;
+    let mut result = cx.binary(op, x, y)?;
+    if compute.is_float() {
+        for operand in [x, y] {
+            let nan = cx.compare(CompareDirection::Ne, operand, operand)?;
+            result = cx.select(nan, operand, result)?;
+        }
+    }
+    tensor(cx.convert(result, dtype)?)
+}
+
+/// `atan2.out(self, other, *, out)`: `atan2` in the dtype of `out` (which the functional graph
+/// never reads otherwise).
+pub(super) fn atan2_out(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let out = args.tensor("out")?;
+    let Imported::Tensor(result) = atan2(cx, args)? else { unreachable!("atan2 gives a tensor") };
+    let result = cx.convert(result, cx.dtype(out))?;
+    tensor(result)
+}

@@ -474,3 +474,182 @@ pub(super) fn triangle(cx: &mut Cx<'_>, args: &Args, upper: bool) -> Result<Impo
     let zero = cx.splat_like(x, Scalar::Int(0))?;
     tensor(cx.select(keep, x, zero)?)
 }
+
+/// `copy(self, src, non_blocking)`: `src` in `self`'s dtype, broadcast to its shape.
+pub(super) fn copy(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    let src = args.tensor("src")?;
+    let src = cx.convert(src, cx.dtype(x))?;
+    tensor(cx.broadcast_to(src, &cx.shape(x))?)
+}
+
+/// `fill.Scalar(self, value)`: `value` in `self`'s dtype and shape.
+pub(super) fn fill(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    let value = args.scalar("value")?;
+    tensor(cx.splat_like(x, value)?)
+}
+
+/// `native_dropout(input, p, train)` outside training: the input and an all-true mask. Training
+/// mode needs random numbers PyTorch's generator would give, so it is refused.
+pub(super) fn native_dropout(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("input")?;
+    let p = args.scalar("p")?.as_f64();
+    if args.bool_or("train", false)? && p != 0.0 {
+        return Err(cx.bad("dropout in training mode needs random numbers; export the model in eval mode"));
+    }
+    let mask = cx.splat(ttpu_ir::DType::Bool, Scalar::Bool(true), &cx.shape(x))?;
+    Ok(Imported::Tuple(vec![Imported::Tensor(x), Imported::Tensor(mask)]))
+}
+
+/// `sym_numel`: the element count (symbolic sizes multiply symbolically).
+pub(super) fn sym_numel(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    let shape = cx.shape(x);
+    Ok(Imported::SymInt(product(shape.dims())))
+}
+
+/// `sym_stride.int(self, dim)`: the contiguous stride of `dim` (values are row-major in the IR).
+pub(super) fn sym_stride(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    let shape = cx.shape(x);
+    let dim = cx.norm_dim(args.int("dim")?, shape.rank())?;
+    Ok(Imported::SymInt(product(shape.dims().get(dim + 1..).unwrap_or(&[]))))
+}
+
+/// `sym_storage_offset`: always 0, every value being its own contiguous tensor.
+pub(super) fn sym_storage_offset(_cx: &mut Cx<'_>, _args: &Args) -> Result<Imported> {
+    Ok(Imported::SymInt(SymExpr::Int(0)))
+}
+
+/// The product of `dims` as a symbolic int, folded when static.
+fn product(dims: &[Dim]) -> SymExpr {
+    let mut constant = 1i64;
+    let mut symbolic: Option<SymExpr> = None;
+    for dim in dims {
+        match dim {
+            Dim::Static(size) => constant *= size,
+            other => {
+                let expr = sym::from_dim(other);
+                symbolic = Some(match symbolic {
+                    None => expr,
+                    Some(acc) => SymExpr::Mul(Box::new(acc), Box::new(expr)),
+                });
+            }
+        }
+    }
+    match symbolic {
+        None => SymExpr::Int(constant),
+        Some(expr) if constant == 1 => expr,
+        Some(expr) => SymExpr::Mul(Box::new(SymExpr::Int(constant)), Box::new(expr)),
+    }
+}
+
+/// `as_strided(self, size, stride, storage_offset)` over the contiguous layout every IR value
+/// has: a gather of the flattened tensor at `offset + Σ index_k * stride_k`.
+pub(super) fn as_strided(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    let size = args.ints("size")?;
+    let stride = args.ints("stride")?;
+    let offset = args.int_or("storage_offset", 0)?;
+    if size.len() != stride.len() || size.iter().any(|&s| s < 0) || stride.iter().any(|&s| s < 0) || offset < 0 {
+        return Err(cx.bad(format!("size {size:?} and stride {stride:?} do not describe a view")));
+    }
+    let total: i64 = cx.static_dims(x, "as_strided")?.iter().product();
+    let count: i64 = size.iter().product();
+    let mut positions = Vec::with_capacity(count as usize);
+    let mut index = vec![0i64; size.len()];
+    for _ in 0..count {
+        let position = offset + index.iter().zip(&stride).map(|(i, s)| i * s).sum::<i64>();
+        if position >= total {
+            return Err(cx.bad(format!("as_strided reads element {position} of a tensor of {total}")));
+        }
+        positions.push(Scalar::Int(position));
+        for dim in (0..size.len()).rev() {
+            index[dim] += 1;
+            if index[dim] < size[dim] {
+                break;
+            }
+            index[dim] = 0;
+        }
+    }
+    let flat = cx.reshape(x, Shape::from_static(&[total]))?;
+    let positions = cx.literal(Literal::from_scalars(ttpu_ir::DType::I64, &[count], &positions).expect("one each"));
+    let taken = gather_dim(cx, flat, 0, positions)?;
+    tensor(cx.reshape(taken, Shape::from_static(&size))?)
+}
+
+/// `unfold(self, dimension, size, step)`: windows of `size` every `step` along `dimension`,
+/// which becomes the window count, with a new last dim holding each window.
+pub(super) fn unfold(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    let rank = cx.rank(x);
+    let dim = cx.norm_dim(args.int("dimension")?, rank)?;
+    let (size, step) = (args.int("size")?, args.int("step")?);
+    let length = if rank == 0 { 1 } else { cx.static_dim(x, dim, "unfold")? };
+    if size < 0 || size > length || step < 1 {
+        return Err(cx.bad(format!("cannot take windows of {size} every {step} from a dim of {length}")));
+    }
+    let x = if rank == 0 { cx.reshape(x, Shape::from_static(&[1]))? } else { x };
+    let count = (length - size) / step + 1;
+    let positions: Vec<Scalar> = (0..count).flat_map(|w| (0..size).map(move |i| Scalar::Int(w * step + i))).collect();
+    let positions =
+        cx.literal(Literal::from_scalars(ttpu_ir::DType::I64, &[count * size], &positions).expect("one each"));
+    let taken = gather_dim(cx, x, dim, positions)?;
+    let mut dims = cx.static_dims(x, "unfold")?.to_vec();
+    dims[dim] = count;
+    dims.insert(dim + 1, size);
+    let split = cx.reshape(taken, Shape::from_static(&dims))?;
+    let rank = dims.len();
+    let perm: Vec<i64> = (0..rank as i64).filter(|&d| d != dim as i64 + 1).chain([dim as i64 + 1]).collect();
+    tensor(cx.transpose(split, &perm)?)
+}
+
+/// `reflection_pad{1,2,3}d` (`reflect`) and `replication_pad{1,2,3}d` (edge copies): the last
+/// `n` dims gathered at constant source indices; `padding` pairs run from the last dim backwards.
+pub(super) fn index_pad(cx: &mut Cx<'_>, args: &Args, n: usize, reflect: bool) -> Result<Imported> {
+    let mut x = args.tensor("self")?;
+    let padding = args.ints("padding")?;
+    let sizes = cx.static_dims(x, "padding")?;
+    let rank = sizes.len();
+    if padding.len() != 2 * n || (rank != n + 1 && rank != n + 2) {
+        return Err(cx.bad(format!(
+            "padding {padding:?} needs {} values and a tensor of rank {} or {}",
+            2 * n,
+            n + 1,
+            n + 2
+        )));
+    }
+    for pair in 0..n {
+        let dim = rank - 1 - pair;
+        let (low, high) = (padding[2 * pair], padding[2 * pair + 1]);
+        let size = sizes[dim];
+        if reflect && (low >= size || high >= size) {
+            return Err(cx.bad(format!("reflection padding {low}, {high} must be below the dim's size {size}")));
+        }
+        if size == 0 || (low == 0 && high == 0) {
+            continue;
+        }
+        let sources: Vec<Scalar> = (-low..size + high)
+            .map(|i| {
+                let j = if reflect {
+                    if i < 0 {
+                        -i
+                    } else if i >= size {
+                        2 * (size - 1) - i
+                    } else {
+                        i
+                    }
+                } else {
+                    i.clamp(0, size - 1)
+                };
+                Scalar::Int(j)
+            })
+            .collect();
+        let count = sources.len() as i64;
+        let positions =
+            cx.literal(Literal::from_scalars(ttpu_ir::DType::I64, &[count], &sources).expect("one index each"));
+        x = gather_dim(cx, x, dim, positions)?;
+    }
+    tensor(x)
+}

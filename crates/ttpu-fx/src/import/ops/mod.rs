@@ -6,8 +6,10 @@
 //! the function that builds its IR. Families of overloads share one function through small
 //! non-capturing closures.
 
+mod backward;
 mod creation;
 mod elementwise;
+mod index;
 mod layout;
 mod nn;
 mod pool;
@@ -16,7 +18,7 @@ mod reduce;
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-use ttpu_ir::{BinaryOp, CompareDirection, ReduceKind, UnaryOp};
+use ttpu_ir::{BinaryOp, CompareDirection, ReduceKind, ScatterKind, UnaryOp};
 
 use super::args::Args;
 use super::ctx::{Cx, Imported};
@@ -71,9 +73,10 @@ pub(crate) static TABLE: &[OpDef] = &[
     def("aten.pow.Tensor_Scalar", "self, exponent", ew::pow),
     def("aten.pow.Tensor_Tensor", "self, exponent", ew::pow),
     def("aten.pow.Scalar", "self, exponent", ew::pow),
-    def("aten.maximum.default", "self, other", |cx, a| ew::arith_args(cx, a, BinaryOp::Maximum)),
-    def("aten.minimum.default", "self, other", |cx, a| ew::arith_args(cx, a, BinaryOp::Minimum)),
+    def("aten.maximum.default", "self, other", |cx, a| ew::max_min(cx, a, BinaryOp::Maximum)),
+    def("aten.minimum.default", "self, other", |cx, a| ew::max_min(cx, a, BinaryOp::Minimum)),
     def("aten.atan2.default", "self, other", ew::atan2),
+    def("aten.atan2.out", "self, other, *, out", ew::atan2_out),
     def("aten.neg.default", "self", ew::neg),
     def("aten.abs.default", "self", ew::abs),
     def("aten.sign.default", "self", ew::sign),
@@ -100,6 +103,14 @@ pub(crate) static TABLE: &[OpDef] = &[
     def("aten.cos.default", "self", |cx, a| ew::float_unary(cx, a, UnaryOp::Cosine)),
     def("aten.tan.default", "self", |cx, a| ew::float_unary(cx, a, UnaryOp::Tan)),
     def("aten.erf.default", "self", ew::erf_op),
+    def("aten.asin.default", "self", |cx, a| ew::inverse_trig(cx, a, ew::Inverse::Asin)),
+    def("aten.acos.default", "self", |cx, a| ew::inverse_trig(cx, a, ew::Inverse::Acos)),
+    def("aten.atan.default", "self", |cx, a| ew::inverse_trig(cx, a, ew::Inverse::Atan)),
+    def("aten.sinh.default", "self", |cx, a| ew::inverse_trig(cx, a, ew::Inverse::Sinh)),
+    def("aten.cosh.default", "self", |cx, a| ew::inverse_trig(cx, a, ew::Inverse::Cosh)),
+    def("aten.asinh.default", "self", |cx, a| ew::inverse_trig(cx, a, ew::Inverse::Asinh)),
+    def("aten.acosh.default", "self", |cx, a| ew::inverse_trig(cx, a, ew::Inverse::Acosh)),
+    def("aten.atanh.default", "self", |cx, a| ew::inverse_trig(cx, a, ew::Inverse::Atanh)),
     def("aten.floor.default", "self", |cx, a| ew::rounding(cx, a, UnaryOp::Floor)),
     def("aten.ceil.default", "self", |cx, a| ew::rounding(cx, a, UnaryOp::Ceil)),
     def("aten.round.default", "self", |cx, a| ew::rounding(cx, a, UnaryOp::RoundNearestEven)),
@@ -119,6 +130,7 @@ pub(crate) static TABLE: &[OpDef] = &[
     def("aten.ge.Tensor", "self, other", |cx, a| ew::compare(cx, a, CompareDirection::Ge)),
     def("aten.ge.Scalar", "self, other", |cx, a| ew::compare(cx, a, CompareDirection::Ge)),
     def("aten.isnan.default", "self", ew::isnan),
+    def("aten.isinf.default", "self", ew::isinf),
     def("aten.where.self", "condition, self, other", ew::where_),
     def("aten.where.ScalarSelf", "condition, self, other", ew::where_),
     def("aten.where.ScalarOther", "condition, self, other", ew::where_),
@@ -161,6 +173,14 @@ pub(crate) static TABLE: &[OpDef] = &[
         nn::batch_norm_inference,
     ),
     def(
+        "aten._native_batch_norm_legit.default",
+        "input, weight, bias, running_mean, running_var, training, momentum, eps",
+        nn::batch_norm_legit,
+    ),
+    def("aten._native_batch_norm_legit.no_stats", "input, weight, bias, training, momentum, eps", nn::batch_norm_legit),
+    def("aten._cdist_forward.default", "x1, x2, p, compute_mode", nn::cdist),
+    def("aten._pdist_forward.default", "self, p", nn::pdist),
+    def(
         "aten.convolution.default",
         "input, weight, bias, stride, padding, dilation, transposed, output_padding, groups",
         nn::convolution,
@@ -185,9 +205,55 @@ pub(crate) static TABLE: &[OpDef] = &[
         |cx, a| pool::avg_pool(cx, a, 3),
     ),
     def("aten._adaptive_avg_pool2d.default", "self, output_size", |cx, a| pool::adaptive_avg_pool(cx, a, 2)),
+    def("aten._adaptive_avg_pool3d.default", "self, output_size", |cx, a| pool::adaptive_avg_pool(cx, a, 3)),
+    def("aten.upsample_bilinear2d.vec", "input, output_size, align_corners, scale_factors", pool::upsample_bilinear),
     def("aten.upsample_nearest2d.vec", "input, output_size, scale_factors", |cx, a| pool::upsample_nearest(cx, a, 2)),
     def("aten.native_group_norm.default", "input, weight, bias, N, C, HxW, group, eps", nn::group_norm),
     def("aten.embedding.default", "weight, indices, padding_idx, scale_grad_by_freq, sparse", nn::embedding),
+    def(
+        "aten._embedding_bag.default",
+        "weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights, include_last_offset, padding_idx",
+        nn::embedding_bag,
+    ),
+    def(
+        "aten._embedding_bag_forward_only.default",
+        "weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights, include_last_offset, padding_idx",
+        nn::embedding_bag,
+    ),
+    def("aten.adaptive_max_pool2d.default", "self, output_size", pool::adaptive_max_pool),
+    // ---- gradients ----
+    def(
+        "aten.embedding_dense_backward.default",
+        "grad_output, indices, num_weights, padding_idx, scale_grad_by_freq",
+        backward::embedding_dense_backward,
+    ),
+    def(
+        "aten.max_pool2d_with_indices_backward.default",
+        "grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices",
+        backward::max_pool_backward,
+    ),
+    def(
+        "aten.avg_pool2d_backward.default",
+        "grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override",
+        |cx, a| pool::avg_pool_backward(cx, a, 2),
+    ),
+    def("aten._adaptive_avg_pool2d_backward.default", "grad_output, self", backward::adaptive_avg_pool2d_backward),
+    def(
+        "aten.native_layer_norm_backward.default",
+        "grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask",
+        backward::layer_norm_backward,
+    ),
+    def(
+        "aten.native_group_norm_backward.default",
+        "grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask",
+        backward::group_norm_backward,
+    ),
+    def(
+        "aten.convolution_backward.default",
+        "grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed, output_padding, groups, \
+         output_mask",
+        backward::convolution_backward,
+    ),
     // ---- reductions ----
     def("aten.sum.default", "self, *, dtype", reduce::sum),
     def("aten.sum.dim_IntList", "self, dim, keepdim, *, dtype", reduce::sum),
@@ -212,6 +278,8 @@ pub(crate) static TABLE: &[OpDef] = &[
     def("aten.cumsum.default", "self, dim, *, dtype", reduce::cumsum),
     def("aten.var.correction", "self, dim, *, correction, keepdim", |cx, a| reduce::var(cx, a, false)),
     def("aten.std.correction", "self, dim, *, correction, keepdim", |cx, a| reduce::var(cx, a, true)),
+    def("aten.var.dim", "self, dim, unbiased, keepdim", |cx, a| reduce::var(cx, a, false)),
+    def("aten.var_mean.correction", "self, dim, *, correction, keepdim", reduce::var_mean),
     // ---- shape and layout ----
     def("aten.permute.default", "self, dims", layout::permute),
     def("aten.t.default", "self", layout::t),
@@ -231,17 +299,54 @@ pub(crate) static TABLE: &[OpDef] = &[
     def("aten.split.Tensor", "self, split_size, dim", layout::split),
     def("aten.unbind.int", "self, dim", layout::unbind),
     def("aten.constant_pad_nd.default", "self, pad, value", layout::constant_pad_nd),
+    def("aten.reflection_pad1d.default", "self, padding", |cx, a| layout::index_pad(cx, a, 1, true)),
+    def("aten.reflection_pad2d.default", "self, padding", |cx, a| layout::index_pad(cx, a, 2, true)),
+    def("aten.reflection_pad3d.default", "self, padding", |cx, a| layout::index_pad(cx, a, 3, true)),
+    def("aten.replication_pad1d.default", "self, padding", |cx, a| layout::index_pad(cx, a, 1, false)),
+    def("aten.replication_pad2d.default", "self, padding", |cx, a| layout::index_pad(cx, a, 2, false)),
+    def("aten.replication_pad3d.default", "self, padding", |cx, a| layout::index_pad(cx, a, 3, false)),
     def("aten.flip.default", "self, dims", layout::flip),
     def("aten.index_select.default", "self, dim, index", layout::index_select),
     def("aten.repeat.default", "self, repeats", layout::repeat),
     def("aten.triu.default", "self, diagonal", |cx, a| layout::triangle(cx, a, true)),
     def("aten.tril.default", "self, diagonal", |cx, a| layout::triangle(cx, a, false)),
     def("aten.sym_size.int", "self, dim", layout::sym_size),
+    def("aten.sym_numel.default", "self", layout::sym_numel),
+    def("aten.sym_stride.int", "self, dim", layout::sym_stride),
+    def("aten.sym_storage_offset.default", "self", layout::sym_storage_offset),
+    def("aten.as_strided.default", "self, size, stride, storage_offset", layout::as_strided),
+    def("aten.diagonal.default", "self, offset, dim1, dim2", index::diagonal),
+    // ---- indexing, gather and scatter, sorting ----
+    def("aten.gather.default", "self, dim, index, *, sparse_grad", index::gather),
+    def("aten.scatter.src", "self, dim, index, src", |cx, a| index::scatter(cx, a, ScatterKind::Replace)),
+    def("aten.scatter.value", "self, dim, index, value", |cx, a| index::scatter(cx, a, ScatterKind::Replace)),
+    def("aten.scatter_add.default", "self, dim, index, src", |cx, a| {
+        index::scatter(cx, a, ScatterKind::Combine(ReduceKind::Sum))
+    }),
+    def("aten.scatter_reduce.two", "self, dim, index, src, reduce, *, include_self", index::scatter_reduce),
+    def("aten.index.Tensor", "self, indices", index::index),
+    def("aten.index_put.default", "self, indices, values, accumulate", index::index_put),
+    def("aten.slice_scatter.default", "self, src, dim, start, end, step", index::slice_scatter),
+    def("aten.select_scatter.default", "self, src, dim, index", index::select_scatter),
+    def("aten.col2im.default", "self, output_size, kernel_size, dilation, padding, stride", index::col2im),
+    def("aten.masked_scatter.default", "self, mask, source", index::masked_scatter),
+    def("aten.sort.default", "self, dim, descending", index::sort),
+    def("aten.sort.stable", "self, *, stable, dim, descending", index::sort),
+    def(
+        "aten.grid_sampler_2d.default",
+        "input, grid, interpolation_mode, padding_mode, align_corners",
+        index::grid_sampler_2d,
+    ),
+    def("aten.unfold.default", "self, dimension, size, step", layout::unfold),
+    def("aten.topk.default", "self, k, dim, largest, sorted", index::topk),
     // ---- copies, casts, no-ops ----
     def("aten.clone.default", "self, *, memory_format", layout::identity),
     def("aten.alias.default", "self", layout::identity),
     def("aten.lift_fresh_copy.default", "self", layout::identity),
     def("aten.detach.default", "self", layout::identity),
+    def("aten.copy.default", "self, src, non_blocking", layout::copy),
+    def("aten.fill.Scalar", "self, value", layout::fill),
+    def("aten.native_dropout.default", "input, p, train", layout::native_dropout),
     def("aten._to_copy.default", concat!("self, *, ", factory!(), ", non_blocking, memory_format"), layout::to_copy),
     def("aten.to.dtype", "self, dtype, non_blocking, copy, memory_format", layout::to_copy),
     def(
@@ -258,6 +363,9 @@ pub(crate) static TABLE: &[OpDef] = &[
     def("aten.zeros.default", concat!("size, *, ", factory!()), |cx, a| creation::filled(cx, a, 0)),
     def("aten.ones.default", concat!("size, *, ", factory!()), |cx, a| creation::filled(cx, a, 1)),
     def("aten.empty.memory_format", concat!("size, *, ", factory!(), ", memory_format"), |cx, a| {
+        creation::filled(cx, a, 0)
+    }),
+    def("aten.empty_permuted.default", concat!("size, physical_layout, *, ", factory!()), |cx, a| {
         creation::filled(cx, a, 0)
     }),
     def("aten.empty_strided.default", concat!("size, stride, *, ", factory!()), |cx, a| creation::filled(cx, a, 0)),

@@ -431,7 +431,338 @@ pub(super) fn convolution(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     }
     let compute = opmath(dtype);
     let xc = cx.convert(x, compute)?;
-    let mut kernel = cx.convert(w, compute)?;
+    let kernel = cx.convert(w, compute)?;
+    let geometry = ConvGeometry { stride, padding, dilation, output_padding, groups, transposed };
+    let mut out = conv_core(cx, xc, kernel, &geometry)?;
+    if let Some(bias) = bias {
+        let shape = cx.shape(out);
+        if cx.rank(bias) != 1 || cx.shape(bias)[0] != shape[1] {
+            return Err(cx.bad(format!("bias {} does not match {} output channels", cx.ty(bias), shape[1])));
+        }
+        let bias = cx.convert(bias, compute)?;
+        let bias = cx.broadcast_in_dim(bias, &[1], shape)?;
+        out = cx.binary(BinaryOp::Add, out, bias)?;
+    }
+    tensor(cx.convert(out, dtype)?)
+}
+
+/// `embedding(weight, indices)`: rows of `weight` gathered at `indices` (`padding_idx` only
+/// matters for gradients).
+pub(super) fn embedding(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let weight = args.tensor("weight")?;
+    let indices = args.tensor("indices")?;
+    if cx.rank(weight) != 2 {
+        return Err(cx.bad(format!("weight must be a matrix, found {}", cx.ty(weight))));
+    }
+    if !cx.dtype(indices).is_integer() {
+        return Err(cx.bad(format!("indices must be integers, found {}", cx.ty(indices))));
+    }
+    let width = cx.static_dim(weight, 1, "embedding")?;
+    let rank = cx.rank(indices) as i64;
+    let dims = GatherDims {
+        offset_dims: [rank].into_iter().collect(),
+        collapsed_slice_dims: [0].into_iter().collect(),
+        operand_batching_dims: SmallVec::new(),
+        start_indices_batching_dims: SmallVec::new(),
+        start_index_map: [0].into_iter().collect(),
+        index_vector_dim: rank,
+        slice_sizes: [1, width].into_iter().collect(),
+        indices_are_sorted: false,
+    };
+    let built = cx.b.gather(weight, indices, dims);
+    tensor(cx.ok(built)?)
+}
+
+/// `_embedding_bag` / `_embedding_bag_forward_only(weight, indices, offsets, scale_grad_by_freq,
+/// mode, sparse, per_sample_weights, include_last_offset, padding_idx)`: rows gathered at `indices`
+/// and reduced per bag (`mode` 0 sum, 1 mean, 2 max; empty bags give zeros), through a `[bags,
+/// indices]` membership mask built from `offsets` at run time. Returns (output, offset2bag,
+/// bag_size, max_indices); `max_indices` holds the weight row of each maximum in max mode and
+/// zeros otherwise.
+pub(super) fn embedding_bag(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let weight = args.tensor("weight")?;
+    let mut indices = args.tensor("indices")?;
+    let mut offsets = args.tensor("offsets")?;
+    let mode = args.int_or("mode", 0)?;
+    let include_last = args.bool_or("include_last_offset", false)?;
+    let padding_idx = args.int_or("padding_idx", -1)?;
+    let per_sample = args.opt_tensor("per_sample_weights")?;
+    let dtype = cx.dtype(weight);
+    if cx.rank(weight) != 2 || !(0..=2).contains(&mode) || !dtype.is_float() {
+        return Err(cx.bad(format!("cannot bag {} in mode {mode}", cx.ty(weight))));
+    }
+    if per_sample.is_some() && mode != 0 {
+        return Err(cx.bad("per_sample_weights need mode sum"));
+    }
+    let width = cx.static_dim(weight, 1, "embedding_bag")?;
+    if cx.rank(indices) == 2 {
+        // Fixed-size bags: one per row.
+        let [bags, size] = cx.static_dims(indices, "embedding_bag")?[..] else { unreachable!("rank 2") };
+        indices = cx.reshape(indices, Shape::from_static(&[bags * size]))?;
+        let starts: Vec<Scalar> = (0..bags).map(|bag| Scalar::Int(bag * size)).collect();
+        offsets = cx.literal(Literal::from_scalars(DType::I64, &[bags], &starts).expect("one start per bag"));
+    }
+    if cx.rank(indices) != 1 || cx.rank(offsets) != 1 {
+        return Err(cx.bad("indices and offsets must be 1-D"));
+    }
+    let count = cx.static_dim(indices, 0, "embedding_bag")?;
+    let offsets = cx.convert(offsets, DType::I64)?;
+    let indices = cx.convert(indices, DType::I64)?;
+    let given = cx.static_dim(offsets, 0, "embedding_bag")?;
+    // Bag b covers positions [start b, end b).
+    let (starts, ends) = if include_last {
+        (cx.slice_dim(offsets, 0, 0, given - 1, 1)?, cx.slice_dim(offsets, 0, 1, given, 1)?)
+    } else {
+        let rest = cx.slice_dim(offsets, 0, 1, given, 1)?;
+        let total = cx.splat(DType::I64, Scalar::Int(count), &Shape::from_static(&[1]))?;
+        (offsets, cx.concatenate(&[rest, total], 0)?)
+    };
+    let bags = cx.static_dim(starts, 0, "embedding_bag")?;
+    let grid = Shape::from_static(&[bags, count]);
+    let position = cx.b.iota(ttpu_ir::TensorType::new(DType::I64, grid.clone()), 1);
+    let position = cx.ok(position)?;
+    let starts_wide = cx.broadcast_in_dim(starts, &[0], grid.clone())?;
+    let ends_wide = cx.broadcast_in_dim(ends, &[0], grid.clone())?;
+    let after_start = cx.compare(CompareDirection::Ge, position, starts_wide)?;
+    let before_end = cx.compare(CompareDirection::Lt, position, ends_wide)?;
+    let mut member = cx.binary(BinaryOp::And, after_start, before_end)?;
+    if padding_idx >= 0 {
+        let padding = cx.splat(DType::I64, Scalar::Int(padding_idx), &Shape::from_static(&[count]))?;
+        let real = cx.compare(CompareDirection::Ne, indices, padding)?;
+        let real = cx.broadcast_in_dim(real, &[1], grid.clone())?;
+        member = cx.binary(BinaryOp::And, member, real)?;
+    }
+    let as_int = cx.convert(member, DType::I64)?;
+    let bag_size = cx.reduce(as_int, ReduceKind::Sum, &[1])?;
+    let offset2bag = {
+        let started = cx.convert(after_start, DType::I64)?;
+        let started = cx.reduce(started, ReduceKind::Sum, &[0])?;
+        cx.binary_scalar(BinaryOp::Subtract, started, Scalar::Int(1))?
+    };
+    let rows = embedding_rows(cx, weight, indices, width)?; // [count, width]
+    let compute = opmath(dtype);
+    let mut rows = cx.convert(rows, compute)?;
+    if let Some(per_sample) = per_sample {
+        let per_sample = cx.convert(per_sample, compute)?;
+        let per_sample = cx.broadcast_in_dim(per_sample, &[0], Shape::from_static(&[count, width]))?;
+        rows = cx.binary(BinaryOp::Multiply, rows, per_sample)?;
+    }
+    let cube = Shape::from_static(&[bags, count, width]);
+    let member_cube = cx.broadcast_in_dim(member, &[0, 1], cube.clone())?;
+    let rows_cube = cx.broadcast_in_dim(rows, &[1, 2], cube.clone())?;
+    let empty = cx.splat(DType::I64, Scalar::Int(0), &Shape::from_static(&[bags]))?;
+    let empty = cx.compare(CompareDirection::Eq, bag_size, empty)?;
+    let empty = cx.broadcast_in_dim(empty, &[0], Shape::from_static(&[bags, width]))?;
+    let zeros = cx.splat(compute, Scalar::Int(0), &Shape::from_static(&[bags, width]))?;
+    let mut max_indices = cx.splat(DType::I64, Scalar::Int(0), &Shape::from_static(&[bags, width]))?;
+    let output = if mode == 2 {
+        let lowest = cx.splat(compute, ReduceKind::Max.identity(compute), &cube)?;
+        let candidates = cx.select(member_cube, rows_cube, lowest)?;
+        let best = cx.reduce(candidates, ReduceKind::Max, &[1])?;
+        // The weight row of the first member holding the maximum.
+        let best_cube = cx.broadcast_in_dim(best, &[0, 2], cube.clone())?;
+        let hit = cx.compare(CompareDirection::Eq, candidates, best_cube)?;
+        let hit = cx.binary(BinaryOp::And, hit, member_cube)?;
+        let rows_of = cx.broadcast_in_dim(indices, &[1], cube.clone())?;
+        let beyond = cx.splat(DType::I64, Scalar::Int(i64::MAX), &cube)?;
+        let first = cx.select(hit, rows_of, beyond)?;
+        let first = cx.reduce(first, ReduceKind::Min, &[1])?;
+        let none = cx.splat(DType::I64, Scalar::Int(0), &Shape::from_static(&[bags, width]))?;
+        max_indices = cx.select(empty, none, first)?;
+        cx.select(empty, zeros, best)?
+    } else {
+        let nothing = cx.splat(compute, Scalar::Int(0), &cube)?;
+        let chosen = cx.select(member_cube, rows_cube, nothing)?;
+        let total = cx.reduce(chosen, ReduceKind::Sum, &[1])?;
+        if mode == 1 {
+            let sizes = cx.convert(bag_size, compute)?;
+            let one = cx.splat_like(sizes, Scalar::Int(1))?;
+            let sizes = cx.binary(BinaryOp::Maximum, sizes, one)?;
+            let sizes = cx.broadcast_in_dim(sizes, &[0], Shape::from_static(&[bags, width]))?;
+            cx.binary(BinaryOp::Divide, total, sizes)?
+        } else {
+            total
+        }
+    };
+    let output = cx.convert(output, dtype)?;
+    Ok(Imported::Tuple(vec![
+        Imported::Tensor(output),
+        Imported::Tensor(offset2bag),
+        Imported::Tensor(bag_size),
+        Imported::Tensor(max_indices),
+    ]))
+}
+
+/// Rows of `weight` at the 1-D `indices`: `[n, width]`.
+fn embedding_rows(cx: &mut Cx<'_>, weight: ValueId, indices: ValueId, width: i64) -> Result<ValueId> {
+    let dims = GatherDims {
+        offset_dims: [1].into_iter().collect(),
+        collapsed_slice_dims: [0].into_iter().collect(),
+        operand_batching_dims: SmallVec::new(),
+        start_indices_batching_dims: SmallVec::new(),
+        start_index_map: [0].into_iter().collect(),
+        index_vector_dim: 1,
+        slice_sizes: [1, width].into_iter().collect(),
+        indices_are_sorted: false,
+    };
+    let built = cx.b.gather(weight, indices, dims);
+    cx.ok(built)
+}
+
+/// `_native_batch_norm_legit(input, weight, bias, running_mean, running_var, training, momentum,
+/// eps)` and its `.no_stats` overload → (out, save_mean, save_invstd). In training the batch's
+/// own statistics normalise (biased variance over every dim but 1); the running statistics'
+/// update is a mutation the functional graph carries separately. Outside training it is
+/// `_native_batch_norm_legit_no_training`.
+pub(super) fn batch_norm_legit(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let training = args.bool_or("training", false)?;
+    if !training {
+        if !args.has_param("running_mean") {
+            return Err(cx.bad("batch norm without running statistics needs training=True"));
+        }
+        return batch_norm_inference(cx, args);
+    }
+    let x = args.tensor("input")?;
+    let (weight, bias) = (args.opt_tensor("weight")?, args.opt_tensor("bias")?);
+    let eps = args.scalar("eps")?;
+    let dtype = cx.dtype(x);
+    let rank = cx.rank(x);
+    if !dtype.is_float() || rank < 2 {
+        return Err(cx.bad(format!("batch norm needs a floating-point input of rank 2 or more, found {}", cx.ty(x))));
+    }
+    let shape = cx.shape(x);
+    let compute = opmath(dtype);
+    let dims: Vec<usize> = (0..rank).filter(|&dim| dim != 1).collect();
+    let n: i64 = dims.iter().map(|&dim| cx.static_dim(x, dim, "batch norm")).product::<Result<i64>>()?;
+    let xc = cx.convert(x, compute)?;
+    let total = cx.reduce(xc, ReduceKind::Sum, &dims)?;
+    let mean = cx.binary_scalar(BinaryOp::Divide, total, Scalar::Int(n))?;
+    let mean_wide = cx.broadcast_in_dim(mean, &[1], shape.clone())?;
+    let centered = cx.binary(BinaryOp::Subtract, xc, mean_wide)?;
+    let squared = cx.binary(BinaryOp::Multiply, centered, centered)?;
+    let var = cx.reduce(squared, ReduceKind::Sum, &dims)?;
+    let var = cx.binary_scalar(BinaryOp::Divide, var, Scalar::Int(n))?;
+    let shifted = cx.binary_scalar(BinaryOp::Add, var, eps)?;
+    let invstd = cx.unary(UnaryOp::Rsqrt, shifted)?;
+    let invstd_wide = cx.broadcast_in_dim(invstd, &[1], shape.clone())?;
+    let mut out = cx.binary(BinaryOp::Multiply, centered, invstd_wide)?;
+    for (param, op) in [(weight, BinaryOp::Multiply), (bias, BinaryOp::Add)] {
+        if let Some(param) = param {
+            let param = cx.convert(param, compute)?;
+            let param = cx.broadcast_in_dim(param, &[1], shape.clone())?;
+            out = cx.binary(op, out, param)?;
+        }
+    }
+    let out = cx.convert(out, dtype)?;
+    Ok(Imported::Tuple(vec![
+        Imported::Tensor(out),
+        Imported::Tensor(cx.convert(mean, compute)?),
+        Imported::Tensor(cx.convert(invstd, compute)?),
+    ]))
+}
+
+/// `|a - b|` reduced to the p-norm over the last dim of `diff` (`p` 0: nonzero count, inf: max).
+fn p_norm_last(cx: &mut Cx<'_>, diff: ValueId, p: f64) -> Result<ValueId> {
+    let last = cx.rank(diff) - 1;
+    let magnitude = cx.unary(UnaryOp::Abs, diff)?;
+    if p == 0.0 {
+        let zero = cx.splat_like(diff, Scalar::Int(0))?;
+        let nonzero = cx.compare(CompareDirection::Ne, diff, zero)?;
+        let nonzero = cx.convert(nonzero, cx.dtype(diff))?;
+        return cx.reduce(nonzero, ReduceKind::Sum, &[last]);
+    }
+    if p == f64::INFINITY {
+        return cx.reduce(magnitude, ReduceKind::Max, &[last]);
+    }
+    if p == 1.0 {
+        return cx.reduce(magnitude, ReduceKind::Sum, &[last]);
+    }
+    if p == 2.0 {
+        let squared = cx.binary(BinaryOp::Multiply, diff, diff)?;
+        let total = cx.reduce(squared, ReduceKind::Sum, &[last])?;
+        return cx.unary(UnaryOp::Sqrt, total);
+    }
+    let powered = cx.binary_scalar(BinaryOp::Power, magnitude, Scalar::Float(p))?;
+    let total = cx.reduce(powered, ReduceKind::Sum, &[last])?;
+    cx.binary_scalar(BinaryOp::Power, total, Scalar::Float(1.0 / p))
+}
+
+/// `_cdist_forward(x1, x2, p, compute_mode)`: p-norm distances between the rows of `x1`
+/// `[.., P, M]` and `x2` `[.., R, M]`, computed directly (PyTorch may use a matmul expansion for
+/// p = 2 on more than 25 rows, which rounds differently).
+pub(super) fn cdist(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let (x1, x2) = (args.tensor("x1")?, args.tensor("x2")?);
+    let p = args.scalar("p")?.as_f64();
+    let dtype = cx.dtype(x1);
+    if !dtype.is_float() || cx.dtype(x2) != dtype || cx.rank(x1) < 2 || cx.rank(x2) != cx.rank(x1) || p < 0.0 {
+        return Err(cx.bad(format!("cannot take distances between {} and {}", cx.ty(x1), cx.ty(x2))));
+    }
+    let (s1, s2) = (cx.static_dims(x1, "cdist")?, cx.static_dims(x2, "cdist")?);
+    let rank = s1.len();
+    let batch = cx.broadcast_shape(&[Shape::from_static(&s1[..rank - 2]), Shape::from_static(&s2[..rank - 2])])?;
+    let batch = batch.as_static().expect("static shapes broadcast to a static shape");
+    let (rows, cols, width) = (s1[rank - 2], s2[rank - 2], s1[rank - 1]);
+    let cube: Vec<i64> = batch.iter().copied().chain([rows, cols, width]).collect();
+    let cube = Shape::from_static(&cube);
+    let lead: Vec<i64> = (0..rank as i64 - 2).collect();
+    let compute = opmath(dtype);
+    let a = cx.convert(x1, compute)?;
+    let b = cx.convert(x2, compute)?;
+    let a_dims: Vec<i64> = lead.iter().copied().chain([rank as i64 - 2, rank as i64]).collect();
+    let b_dims: Vec<i64> = lead.iter().copied().chain([rank as i64 - 1, rank as i64]).collect();
+    // Size-1 batch dims of either side broadcast through `broadcast_in_dim`.
+    let a = cx.broadcast_in_dim(a, &a_dims, cube.clone())?;
+    let b = cx.broadcast_in_dim(b, &b_dims, cube)?;
+    let diff = cx.binary(BinaryOp::Subtract, a, b)?;
+    let distance = p_norm_last(cx, diff, p)?;
+    tensor(cx.convert(distance, dtype)?)
+}
+
+/// `_pdist_forward(self, p)`: distances between every pair `i < j` of rows, row-major.
+pub(super) fn pdist(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    let p = args.scalar_or("p", Scalar::Float(2.0))?.as_f64();
+    let dtype = cx.dtype(x);
+    if !dtype.is_float() || cx.rank(x) != 2 || p < 0.0 {
+        return Err(cx.bad(format!("pdist needs a float matrix, found {}", cx.ty(x))));
+    }
+    let n = cx.static_dim(x, 0, "pdist")?;
+    let (mut first, mut second) = (vec![], vec![]);
+    for i in 0..n {
+        for j in i + 1..n {
+            first.push(Scalar::Int(i));
+            second.push(Scalar::Int(j));
+        }
+    }
+    let pairs = first.len() as i64;
+    let compute = opmath(dtype);
+    let xc = cx.convert(x, compute)?;
+    let mut sides = vec![];
+    for rows in [first, second] {
+        let rows = cx.literal(Literal::from_scalars(DType::I64, &[pairs], &rows).expect("one row per pair"));
+        sides.push(super::layout::gather_dim(cx, xc, 0, rows)?);
+    }
+    let diff = cx.binary(BinaryOp::Subtract, sides[0], sides[1])?;
+    let distance = p_norm_last(cx, diff, p)?;
+    tensor(cx.convert(distance, dtype)?)
+}
+
+/// Stride, padding, dilation, output padding, groups and direction of a convolution.
+pub(super) struct ConvGeometry {
+    pub stride: SmallVec<[i64; 3]>,
+    pub padding: SmallVec<[i64; 3]>,
+    pub dilation: SmallVec<[i64; 3]>,
+    pub output_padding: SmallVec<[i64; 3]>,
+    pub groups: i64,
+    pub transposed: bool,
+}
+
+/// The convolution of `xc` with `kernel` (PyTorch layouts, one dtype), without bias.
+pub(super) fn conv_core(cx: &mut Cx<'_>, xc: ValueId, mut kernel: ValueId, geometry: &ConvGeometry) -> Result<ValueId> {
+    let ConvGeometry { stride, padding, dilation, output_padding, groups, transposed } = geometry;
+    let (groups, transposed) = (*groups, *transposed);
+    let w = kernel;
+    let spatial = cx.rank(kernel) - 2;
     let spatial_dims: SmallVec<[i64; 3]> = (2..spatial as i64 + 2).collect();
     let ones: SmallVec<[i64; 3]> = std::iter::repeat_n(1, spatial).collect();
     let (kernel_input_feature, kernel_output_feature, pads, lhs_dilation, window_strides) = if !transposed {
@@ -480,47 +811,10 @@ pub(super) fn convolution(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
         window_strides,
         padding: pads,
         lhs_dilation,
-        rhs_dilation: dilation,
+        rhs_dilation: dilation.clone(),
         feature_group_count: groups,
         batch_group_count: 1,
     };
     let built = cx.b.convolution(xc, kernel, dims);
-    let mut out = cx.ok(built)?;
-    if let Some(bias) = bias {
-        let shape = cx.shape(out);
-        if cx.rank(bias) != 1 || cx.shape(bias)[0] != shape[1] {
-            return Err(cx.bad(format!("bias {} does not match {} output channels", cx.ty(bias), shape[1])));
-        }
-        let bias = cx.convert(bias, compute)?;
-        let bias = cx.broadcast_in_dim(bias, &[1], shape)?;
-        out = cx.binary(BinaryOp::Add, out, bias)?;
-    }
-    tensor(cx.convert(out, dtype)?)
-}
-
-/// `embedding(weight, indices)`: rows of `weight` gathered at `indices` (`padding_idx` only
-/// matters for gradients).
-pub(super) fn embedding(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
-    let weight = args.tensor("weight")?;
-    let indices = args.tensor("indices")?;
-    if cx.rank(weight) != 2 {
-        return Err(cx.bad(format!("weight must be a matrix, found {}", cx.ty(weight))));
-    }
-    if !cx.dtype(indices).is_integer() {
-        return Err(cx.bad(format!("indices must be integers, found {}", cx.ty(indices))));
-    }
-    let width = cx.static_dim(weight, 1, "embedding")?;
-    let rank = cx.rank(indices) as i64;
-    let dims = GatherDims {
-        offset_dims: [rank].into_iter().collect(),
-        collapsed_slice_dims: [0].into_iter().collect(),
-        operand_batching_dims: SmallVec::new(),
-        start_indices_batching_dims: SmallVec::new(),
-        start_index_map: [0].into_iter().collect(),
-        index_vector_dim: rank,
-        slice_sizes: [1, width].into_iter().collect(),
-        indices_are_sorted: false,
-    };
-    let built = cx.b.gather(weight, indices, dims);
-    tensor(cx.ok(built)?)
+    cx.ok(built)
 }

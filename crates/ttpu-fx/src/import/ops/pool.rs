@@ -229,11 +229,25 @@ pub(super) fn avg_pool(cx: &mut Cx<'_>, args: &Args, n: usize) -> Result<Importe
     let xc = cx.convert(x, compute)?;
     let built = cx.b.reduce_window(xc, ReduceKind::Sum, pool.window());
     let sums = cx.ok(built)?;
-    let divisor = match divisor_override {
-        Some(0) => return Err(cx.bad("divisor_override must not be zero")),
-        Some(divisor) => cx.splat_like(sums, Scalar::Int(divisor))?,
+    let divisor = avg_divisor(cx, &pool, include_pad, divisor_override, sums)?;
+    let averaged = cx.binary(BinaryOp::Divide, sums, divisor)?;
+    Ok(Imported::Tensor(cx.convert(averaged, dtype)?))
+}
+
+/// The divisor of each average-pooling window, shaped and typed like `sums`: the override, or
+/// the window clipped to the padded input (`count_include_pad`) or to the input itself.
+fn avg_divisor(
+    cx: &mut Cx<'_>,
+    pool: &Pool,
+    include_pad: bool,
+    divisor_override: Option<i64>,
+    sums: ValueId,
+) -> Result<ValueId> {
+    let n = pool.kernel.len();
+    match divisor_override {
+        Some(0) => Err(cx.bad("divisor_override must not be zero")),
+        Some(divisor) => cx.splat_like(sums, Scalar::Int(divisor)),
         None => {
-            // Per dim: the window clipped to the padded input, or to the input itself.
             let counts: Vec<Vec<i64>> = (0..n)
                 .map(|i| {
                     (0..pool.output[i])
@@ -252,16 +266,65 @@ pub(super) fn avg_pool(cx: &mut Cx<'_>, args: &Args, n: usize) -> Result<Importe
                 .map(|count| count.iter().all(|&c| c == count[0]).then_some(count[0]))
                 .try_fold(1, |acc, count| count.map(|count| acc * count));
             match uniform {
-                Some(count) => cx.splat_like(sums, Scalar::Int(count))?,
+                Some(count) => cx.splat_like(sums, Scalar::Int(count)),
                 None => {
                     let shape = cx.shape(sums);
-                    separable(cx, &pool, &counts, BinaryOp::Multiply, compute, &shape)?
+                    let dtype = cx.dtype(sums);
+                    separable(cx, pool, &counts, BinaryOp::Multiply, dtype, &shape)
                 }
             }
         }
-    };
-    let averaged = cx.binary(BinaryOp::Divide, sums, divisor)?;
-    Ok(Imported::Tensor(cx.convert(averaged, dtype)?))
+    }
+}
+
+/// `avg_pool2d_backward(grad_output, self, kernel_size, stride, padding, ceil_mode,
+/// count_include_pad, divisor_override)`: each output's gradient over its divisor, added back to
+/// every position of its window (one strided `pad` per kernel offset), the padding cropped.
+pub(super) fn avg_pool_backward(cx: &mut Cx<'_>, args: &Args, n: usize) -> Result<Imported> {
+    let grad = args.tensor("grad_output")?;
+    let x = args.tensor("self")?;
+    let dtype = cx.dtype(x);
+    let pool = Pool::new(cx, args, x, n, false)?;
+    if cx.shape(grad) != pool.output_shape(cx, x) {
+        return Err(cx.bad(format!("gradient {} does not match the pooled shape of {}", cx.ty(grad), cx.ty(x))));
+    }
+    let include_pad = args.bool_or("count_include_pad", true)?;
+    let divisor_override = args.opt_int("divisor_override")?;
+    let compute = opmath(dtype);
+    let grad = cx.convert(grad, compute)?;
+    let divisor = avg_divisor(cx, &pool, include_pad, divisor_override, grad)?;
+    let share = cx.binary(BinaryOp::Divide, grad, divisor)?;
+    let rank = pool.lead + n;
+    let padded: Vec<i64> = (0..n).map(|i| pool.input[i] + 2 * pool.padding[i] + pool.extra[i]).collect();
+    let zero = cx.scalar(compute, Scalar::Int(0));
+    let offsets: usize = pool.kernel.iter().map(|&k| k as usize).product();
+    let mut total: Option<ValueId> = None;
+    for flat in 0..offsets {
+        let mut rest = flat;
+        let (mut low, mut high, mut interior) = (vec![0; rank], vec![0; rank], vec![0; rank]);
+        for i in (0..n).rev() {
+            let offset = (rest % pool.kernel[i] as usize) as i64;
+            rest /= pool.kernel[i] as usize;
+            low[pool.lead + i] = offset;
+            high[pool.lead + i] = padded[i] - (offset + (pool.output[i] - 1) * pool.stride[i] + 1);
+            interior[pool.lead + i] = pool.stride[i] - 1;
+        }
+        let spread = cx.pad(share, zero, &low, &high, &interior)?;
+        total = Some(match total {
+            None => spread,
+            Some(acc) => cx.binary(BinaryOp::Add, acc, spread)?,
+        });
+    }
+    let total = total.expect("kernels have at least one position");
+    let sizes = cx.static_dims(total, "avg_pool2d_backward")?;
+    let mut start = vec![0; rank];
+    let mut limit = sizes.to_vec();
+    for i in 0..n {
+        start[pool.lead + i] = pool.padding[i];
+        limit[pool.lead + i] = pool.padding[i] + pool.input[i];
+    }
+    let cropped = cx.slice(total, &start, &limit, &vec![1; rank])?;
+    Ok(Imported::Tensor(cx.convert(cropped, dtype)?))
 }
 
 /// The window `[start, end)` of output `index` of adaptive pooling `input` to `output` positions.
@@ -382,4 +445,140 @@ pub(super) fn upsample_nearest(cx: &mut Cx<'_>, args: &Args, n: usize) -> Result
         value = super::layout::gather_dim(cx, value, 2 + index, positions)?;
     }
     Ok(Imported::Tensor(value))
+}
+
+/// `upsample_bilinear2d.vec(input, output_size, align_corners, scale_factors)`: per spatial dim,
+/// the two source rows PyTorch reads for each output position (gathered with constant indices)
+/// mixed with constant weights, computed on the host as PyTorch's
+/// `area_pixel_compute_source_index` does.
+pub(super) fn upsample_bilinear(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("input")?;
+    let dtype = cx.dtype(x);
+    let sizes = cx.static_dims(x, "upsampling")?;
+    if sizes.len() != 4 || !dtype.is_float() {
+        return Err(cx.bad(format!("expects a float tensor of rank 4, found {}", cx.ty(x))));
+    }
+    let align_corners = args.bool_or("align_corners", false)?;
+    let scales: Option<Vec<f64>> = match args.get("scale_factors") {
+        crate::import::args::Val::List(items) => Some(
+            items
+                .iter()
+                .map(|item| match item {
+                    crate::import::args::Val::Float(value) => Ok(*value),
+                    crate::import::args::Val::Int(value) => Ok(*value as f64),
+                    _ => Err(cx.bad("scale_factors must be numbers")),
+                })
+                .collect::<Result<_>>()?,
+        ),
+        _ => None,
+    };
+    let output: Vec<i64> = match (args.opt_ints("output_size")?, &scales) {
+        (Some(output), _) => output,
+        (None, Some(scales)) => {
+            sizes[2..].iter().zip(scales).map(|(&size, &scale)| (size as f64 * scale).floor() as i64).collect()
+        }
+        (None, None) => return Err(cx.bad("one of output_size and scale_factors must be given")),
+    };
+    if output.len() != 2 || scales.as_ref().is_some_and(|scales| scales.len() != 2) {
+        return Err(cx.bad("needs 2 output sizes or scale factors"));
+    }
+    let compute = opmath(dtype);
+    let mut value = cx.convert(x, compute)?;
+    for index in 0..2 {
+        let dim = 2 + index;
+        let (input, out) = (sizes[dim], output[index]);
+        let scale = scales.as_ref().map(|scales| scales[index]);
+        // PyTorch's `area_pixel_compute_scale` and source index, in the opmath dtype (f32).
+        let ratio: f32 = if align_corners {
+            if out > 1 { (input - 1) as f32 / (out - 1) as f32 } else { 0.0 }
+        } else {
+            match scale {
+                Some(scale) if scale > 0.0 => (1.0 / scale) as f32,
+                _ => input as f32 / out as f32,
+            }
+        };
+        let (mut low, mut high, mut weight_low, mut weight_high) = (vec![], vec![], vec![], vec![]);
+        for o in 0..out {
+            let source = if align_corners { ratio * o as f32 } else { (ratio * (o as f32 + 0.5) - 0.5).max(0.0) };
+            let i0 = (source as i64).min(input - 1);
+            let i1 = (i0 + 1).min(input - 1);
+            let lambda1 = (source - i0 as f32).clamp(0.0, 1.0);
+            low.push(Scalar::Int(i0));
+            high.push(Scalar::Int(i1));
+            weight_low.push(Scalar::Float(f64::from(1.0 - lambda1)));
+            weight_high.push(Scalar::Float(f64::from(lambda1)));
+        }
+        let mut mixed = None;
+        for (positions, weights) in [(low, weight_low), (high, weight_high)] {
+            let positions = Literal::from_scalars(DType::I64, &[out], &positions).expect("one index per position");
+            let positions = cx.literal(positions);
+            let rows = super::layout::gather_dim(cx, value, dim, positions)?;
+            let weights = Literal::from_scalars(compute, &[out], &weights).expect("one weight per position");
+            let weights = cx.literal(weights);
+            let shape = cx.shape(rows);
+            let weights = cx.broadcast_in_dim(weights, &[dim as i64], shape)?;
+            let term = cx.binary(BinaryOp::Multiply, rows, weights)?;
+            mixed = Some(match mixed {
+                None => term,
+                Some(acc) => cx.binary(BinaryOp::Add, acc, term)?,
+            });
+        }
+        value = mixed.expect("two terms");
+    }
+    Ok(Imported::Tensor(cx.convert(value, dtype)?))
+}
+
+/// `adaptive_max_pool2d(self, output_size)` → (values, indices): every input position masked
+/// into every output window (a `[.., out_h, out_w, h, w]` select), reduced with max; the index is
+/// the first position (`h * w_in + w`) holding the maximum, as PyTorch's kernel picks it.
+pub(super) fn adaptive_max_pool(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    let sizes = cx.static_dims(x, "adaptive pooling")?;
+    let rank = sizes.len();
+    let output = args.ints("output_size")?;
+    if (rank != 3 && rank != 4) || output.len() != 2 || output.iter().any(|&o| o < 1) {
+        return Err(cx.bad(format!("cannot pool {} to {output:?}", cx.ty(x))));
+    }
+    let lead = rank - 2;
+    let (h, w) = (sizes[lead], sizes[lead + 1]);
+    let (oh, ow) = (output[0], output[1]);
+    let mut inside = Vec::with_capacity((oh * ow * h * w) as usize);
+    for i in 0..oh {
+        let (h0, h1) = adaptive_window(i, h, oh);
+        for j in 0..ow {
+            let (w0, w1) = adaptive_window(j, w, ow);
+            for y in 0..h {
+                for z in 0..w {
+                    inside.push(Scalar::Int(i64::from(h0 <= y && y < h1 && w0 <= z && z < w1)));
+                }
+            }
+        }
+    }
+    // An `i8` constant compared with zero: non-splat `bool` constants do not survive lowering yet.
+    let mask = Literal::from_scalars(DType::I8, &[oh, ow, h, w], &inside).expect("one flag per pair");
+    let mask = cx.literal(mask);
+    let mask = super::elementwise::to_bool(cx, mask)?;
+    let cube_dims: Vec<i64> = sizes[..lead].iter().copied().chain([oh, ow, h, w]).collect();
+    let cube = Shape::from_static(&cube_dims);
+    let window_dims: Vec<i64> = (lead as i64..lead as i64 + 4).collect();
+    let mask = cx.broadcast_in_dim(mask, &window_dims, cube.clone())?;
+    let x_dims: Vec<i64> = (0..lead as i64).chain([lead as i64 + 2, lead as i64 + 3]).collect();
+    let spread = cx.broadcast_in_dim(x, &x_dims, cube.clone())?;
+    let lowest = cx.splat(cx.dtype(x), ReduceKind::Max.identity(cx.dtype(x)), &cube)?;
+    let candidates = cx.select(mask, spread, lowest)?;
+    let values = cx.reduce(candidates, ReduceKind::Max, &[lead + 2, lead + 3])?;
+    let value_dims: Vec<i64> = (0..lead as i64 + 2).collect();
+    let best = cx.broadcast_in_dim(values, &value_dims, cube.clone())?;
+    let hit = cx.compare(CompareDirection::Eq, candidates, best)?;
+    let hit = cx.binary(BinaryOp::And, hit, mask)?;
+    let row = cx.b.iota(ttpu_ir::TensorType::new(DType::I64, cube.clone()), lead as i64 + 2);
+    let row = cx.ok(row)?;
+    let col = cx.b.iota(ttpu_ir::TensorType::new(DType::I64, cube.clone()), lead as i64 + 3);
+    let col = cx.ok(col)?;
+    let flat = cx.binary_scalar(BinaryOp::Multiply, row, Scalar::Int(w))?;
+    let flat = cx.binary(BinaryOp::Add, flat, col)?;
+    let beyond = cx.splat(DType::I64, Scalar::Int(h * w), &cube)?;
+    let positions = cx.select(hit, flat, beyond)?;
+    let indices = cx.reduce(positions, ReduceKind::Min, &[lead + 2, lead + 3])?;
+    Ok(Imported::Tuple(vec![Imported::Tensor(values), Imported::Tensor(indices)]))
 }

@@ -205,8 +205,20 @@ pub(super) fn cumsum(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     tensor(cx.convert(summed, dtype)?)
 }
 
-/// `var.correction` / `std.correction`: the mean squared deviation over `n - correction`.
+/// `var.correction` / `std.correction` / `var.dim`: the mean squared deviation over
+/// `n - correction` (`var.dim` takes `unbiased`: a correction of 1 or 0).
 pub(super) fn var(cx: &mut Cx<'_>, args: &Args, sqrt: bool) -> Result<Imported> {
+    let (result, _) = var_and_mean(cx, args, sqrt)?;
+    tensor(result)
+}
+
+/// `var_mean.correction`: (var, mean).
+pub(super) fn var_mean(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let (var, mean) = var_and_mean(cx, args, false)?;
+    Ok(Imported::Tuple(vec![Imported::Tensor(var), Imported::Tensor(mean)]))
+}
+
+fn var_and_mean(cx: &mut Cx<'_>, args: &Args, sqrt: bool) -> Result<(ValueId, ValueId)> {
     let x = args.tensor("self")?;
     let dtype = cx.dtype(x);
     if !dtype.is_float() {
@@ -214,18 +226,24 @@ pub(super) fn var(cx: &mut Cx<'_>, args: &Args, sqrt: bool) -> Result<Imported> 
     }
     let dims = reduced_dims(cx, args, x)?;
     let keep = args.bool_or("keepdim", false)?;
-    let correction = args.scalar_or("correction", Scalar::Int(1))?.as_f64();
+    let correction = if args.has_param("unbiased") {
+        f64::from(u8::from(args.bool_or("unbiased", true)?))
+    } else {
+        args.scalar_or("correction", Scalar::Int(1))?.as_f64()
+    };
     let n = count(cx, x, &dims)? as f64;
     let compute = cx.convert(x, opmath(dtype))?;
     let shape = cx.shape(compute);
-    let mean = cx.reduce_keep(compute, ReduceKind::Sum, &dims, true)?;
-    let mean = cx.binary_scalar(BinaryOp::Divide, mean, Scalar::Float(n))?;
-    let mean = cx.broadcast_to(mean, &shape)?;
+    let kept_mean = cx.reduce_keep(compute, ReduceKind::Sum, &dims, true)?;
+    let kept_mean = cx.binary_scalar(BinaryOp::Divide, kept_mean, Scalar::Float(n))?;
+    let mean = cx.broadcast_to(kept_mean, &shape)?;
     let centered = cx.binary(BinaryOp::Subtract, compute, mean)?;
     let squared = cx.binary(BinaryOp::Multiply, centered, centered)?;
     let total = cx.reduce_keep(squared, ReduceKind::Sum, &dims, keep)?;
     // PyTorch divides by max(n - correction, 0), giving inf or nan when that is zero.
     let result = cx.binary_scalar(BinaryOp::Divide, total, Scalar::Float((n - correction).max(0.0)))?;
     let result = if sqrt { cx.unary(ttpu_ir::UnaryOp::Sqrt, result)? } else { result };
-    tensor(cx.convert(result, dtype)?)
+    let mean_shape = if keep { cx.shape(kept_mean) } else { cx.shape(total) };
+    let mean = cx.reshape(kept_mean, mean_shape)?;
+    Ok((cx.convert(result, dtype)?, cx.convert(mean, dtype)?))
 }

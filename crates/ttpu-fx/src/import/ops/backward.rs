@@ -1,0 +1,427 @@
+//! Gradient overloads of the Core ATen opset that appear in exported training graphs:
+//! `embedding_dense_backward`, `max_pool2d_with_indices_backward`, `_adaptive_avg_pool2d_backward`,
+//! `native_layer_norm_backward`, `native_group_norm_backward` and `convolution_backward`
+//! (`avg_pool2d_backward` lives with the pooling code, whose window geometry it shares).
+//!
+//! Each is the adjoint of its forward decomposition: scatter-adds for the gathers, the transposed
+//! window matrices for adaptive pooling, and the closed-form layer-norm gradient.
+
+use ttpu_ir::{BinaryOp, CompareDirection, DType, DotDims, Literal, ReduceKind, Scalar, ScatterKind, Shape, ValueId};
+
+use smallvec::SmallVec;
+
+use super::elementwise::tensor;
+use super::index::{iota, scatter_points, stack_last};
+use super::nn::{ConvGeometry, conv_core};
+use crate::error::Result;
+use crate::import::args::{Args, Val};
+use crate::import::ctx::{Cx, Imported, opmath};
+
+/// `embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq)`:
+/// each gradient row added into the weight row it was read from; rows read at `padding_idx` give
+/// nothing, and `scale_grad_by_freq` divides each by how often its index occurs.
+pub(super) fn embedding_dense_backward(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let grad = args.tensor("grad_output")?;
+    let indices = args.tensor("indices")?;
+    let rows = args.int("num_weights")?;
+    let padding_idx = args.int("padding_idx")?;
+    let scale = args.bool_or("scale_grad_by_freq", false)?;
+    let grad_sizes = cx.static_dims(grad, "embedding_dense_backward")?;
+    let width = *grad_sizes.last().ok_or_else(|| cx.bad("grad_output must have a feature dim"))?;
+    let count: i64 = cx.static_dims(indices, "embedding_dense_backward")?.iter().product();
+    if grad_sizes.iter().product::<i64>() != count * width {
+        return Err(cx.bad(format!("grad_output {} does not match indices {}", cx.ty(grad), cx.ty(indices))));
+    }
+    let dtype = cx.dtype(grad);
+    let mut grad = cx.reshape(grad, Shape::from_static(&[count, width]))?;
+    let indices = cx.reshape(indices, Shape::from_static(&[count]))?;
+    let indices = cx.convert(indices, DType::I64)?;
+    let points = cx.reshape(indices, Shape::from_static(&[count, 1]))?;
+    let wide = Shape::from_static(&[count, width]);
+    if scale {
+        let zeros = cx.splat(dtype, Scalar::Int(0), &Shape::from_static(&[rows]))?;
+        let ones = cx.splat(dtype, Scalar::Int(1), &Shape::from_static(&[count]))?;
+        let frequency = scatter_points(cx, zeros, points, ones, ScatterKind::Combine(ReduceKind::Sum))?;
+        let per_row = super::layout::gather_dim(cx, frequency, 0, indices)?;
+        let per_row = cx.broadcast_in_dim(per_row, &[0], wide.clone())?;
+        grad = cx.binary(BinaryOp::Divide, grad, per_row)?;
+    }
+    if padding_idx >= 0 {
+        let padding = cx.splat(DType::I64, Scalar::Int(padding_idx), &Shape::from_static(&[count]))?;
+        let real = cx.compare(CompareDirection::Ne, indices, padding)?;
+        let real = cx.broadcast_in_dim(real, &[0], wide.clone())?;
+        let zeros = cx.splat(dtype, Scalar::Int(0), &wide)?;
+        grad = cx.select(real, grad, zeros)?;
+    }
+    let zeros = cx.splat(dtype, Scalar::Int(0), &Shape::from_static(&[rows, width]))?;
+    tensor(scatter_points(cx, zeros, points, grad, ScatterKind::Combine(ReduceKind::Sum))?)
+}
+
+/// `max_pool2d_with_indices_backward(grad_output, self, ..., indices)`: each output gradient
+/// added at the flat input position its maximum came from.
+pub(super) fn max_pool_backward(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let grad = args.tensor("grad_output")?;
+    let x = args.tensor("self")?;
+    let indices = args.tensor("indices")?;
+    let sizes = cx.static_dims(x, "max_pool2d_with_indices_backward")?;
+    let rank = sizes.len();
+    if (rank != 3 && rank != 4) || cx.shape(grad) != cx.shape(indices) || cx.rank(grad) != rank {
+        return Err(cx.bad(format!(
+            "cannot route {} through indices {} into {}",
+            cx.ty(grad),
+            cx.ty(indices),
+            cx.ty(x)
+        )));
+    }
+    let lead = rank - 2;
+    let plane = sizes[lead] * sizes[lead + 1];
+    let flat: Vec<i64> = sizes[..lead].iter().copied().chain([plane]).collect();
+    let zeros = cx.splat(cx.dtype(x), Scalar::Int(0), &Shape::from_static(&flat))?;
+    let shape = cx.shape(grad);
+    let mut parts = Vec::with_capacity(lead + 1);
+    for dim in 0..lead {
+        parts.push(iota(cx, &shape, dim)?);
+    }
+    parts.push(cx.convert(indices, DType::I64)?);
+    let points = stack_last(cx, &parts)?;
+    let grad = cx.convert(grad, cx.dtype(x))?;
+    let routed = scatter_points(cx, zeros, points, grad, ScatterKind::Combine(ReduceKind::Sum))?;
+    tensor(cx.reshape(routed, Shape::from_static(&sizes))?)
+}
+
+/// `_adaptive_avg_pool2d_backward(grad_output, self)`: the gradient over each window's size,
+/// spread back with the transposed 0/1 window matrices of the forward pass.
+pub(super) fn adaptive_avg_pool2d_backward(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let grad = args.tensor("grad_output")?;
+    let x = args.tensor("self")?;
+    let sizes = cx.static_dims(x, "_adaptive_avg_pool2d_backward")?;
+    let out = cx.static_dims(grad, "_adaptive_avg_pool2d_backward")?;
+    let rank = sizes.len();
+    if (rank != 3 && rank != 4) || out.len() != rank || out[..rank - 2] != sizes[..rank - 2] {
+        return Err(cx.bad(format!("gradient {} does not match input {}", cx.ty(grad), cx.ty(x))));
+    }
+    let dtype = cx.dtype(x);
+    let compute = opmath(dtype);
+    let mut value = cx.convert(grad, compute)?;
+    let mut counts = vec![];
+    let mut matrices = vec![];
+    for dim in [rank - 2, rank - 1] {
+        let (input, output) = (sizes[dim], out[dim]);
+        let mut ones = Vec::with_capacity((output * input) as usize);
+        let mut count = Vec::with_capacity(output as usize);
+        for o in 0..output {
+            let (start, end) = ((o * input) / output, ((o + 1) * input + output - 1) / output);
+            count.push(end - start);
+            ones.extend((0..input).map(|i| Scalar::Int(i64::from(start <= i && i < end))));
+        }
+        counts.push(count);
+        matrices.push(cx.literal(Literal::from_scalars(compute, &[output, input], &ones).expect("one per entry")));
+    }
+    let divisor: Vec<Scalar> =
+        counts[0].iter().flat_map(|&h| counts[1].iter().map(move |&w| Scalar::Int(h * w))).collect();
+    let divisor = cx.literal(Literal::from_scalars(compute, &[out[rank - 2], out[rank - 1]], &divisor).expect("each"));
+    let shape = cx.shape(value);
+    let divisor = cx.broadcast_in_dim(divisor, &[rank as i64 - 2, rank as i64 - 1], shape)?;
+    value = cx.binary(BinaryOp::Divide, value, divisor)?;
+    // Contract the output width with the width matrix (the input width lands last), swap the last
+    // two dims, and do the same for the height: (.., OH, OW) -> (.., W, OH) -> (.., H, W).
+    for matrix in [matrices[1], matrices[0]] {
+        let dims = DotDims {
+            lhs_contracting: [rank as i64 - 1].into_iter().collect(),
+            rhs_contracting: [0].into_iter().collect(),
+            ..DotDims::default()
+        };
+        let current = cx.rank(value);
+        let mut perm: Vec<i64> = (0..current as i64).collect();
+        perm.swap(current - 1, current - 2);
+        value = cx.dot_general(value, matrix, dims)?;
+        value = cx.transpose(value, &perm)?;
+    }
+    tensor(cx.convert(value, dtype)?)
+}
+
+/// `native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias,
+/// output_mask)` → (grad_input, grad_weight, grad_bias), each `None` when its mask entry is false:
+/// with `x̂ = (x - mean) * rstd` and `g = grad_out * weight`,
+/// `grad_input = rstd * (g - mean(g) - x̂ * mean(g * x̂))` over the normalised dims.
+pub(super) fn layer_norm_backward(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let grad = args.tensor("grad_out")?;
+    let x = args.tensor("input")?;
+    let normalized = args.ints("normalized_shape")?;
+    let (mean, rstd) = (args.tensor("mean")?, args.tensor("rstd")?);
+    let (weight, bias) = (args.opt_tensor("weight")?, args.opt_tensor("bias")?);
+    let mask: Vec<bool> = match args.get("output_mask") {
+        Val::List(items) => items.iter().map(|item| matches!(item, Val::Bool(true))).collect(),
+        _ => return Err(cx.bad("output_mask must be a list of three bools")),
+    };
+    let sizes = cx.static_dims(x, "native_layer_norm_backward")?;
+    let rank = sizes.len();
+    let dtype = cx.dtype(x);
+    if mask.len() != 3 || normalized.len() > rank || sizes[rank - normalized.len()..] != normalized[..] {
+        return Err(cx.bad(format!("normalized_shape {normalized:?} does not end {}", cx.ty(x))));
+    }
+    let axis = rank - normalized.len();
+    let inner: Vec<usize> = (axis..rank).collect();
+    let outer: Vec<usize> = (0..axis).collect();
+    let n = normalized.iter().product::<i64>();
+    let compute = opmath(dtype);
+    let shape = cx.shape(x);
+    let stats_dims: Vec<i64> = (0..axis as i64).collect();
+    let widen = |cx: &mut Cx<'_>, stat: ValueId| -> Result<ValueId> {
+        let stat = cx.convert(stat, compute)?;
+        let outer_shape: Vec<i64> = sizes[..axis].to_vec();
+        let stat = cx.reshape(stat, Shape::from_static(&outer_shape))?;
+        cx.broadcast_in_dim(stat, &stats_dims, shape.clone())
+    };
+    let param_dims: Vec<i64> = (axis as i64..rank as i64).collect();
+    let xc = cx.convert(x, compute)?;
+    let gc = cx.convert(grad, compute)?;
+    let mean_wide = widen(cx, mean)?;
+    let rstd_wide = widen(cx, rstd)?;
+    let centered = cx.binary(BinaryOp::Subtract, xc, mean_wide)?;
+    let normed = cx.binary(BinaryOp::Multiply, centered, rstd_wide)?;
+    let mut results = vec![Imported::None, Imported::None, Imported::None];
+    if mask[0] {
+        let g = match weight {
+            Some(weight) => {
+                let weight = cx.convert(weight, compute)?;
+                let weight = cx.broadcast_in_dim(weight, &param_dims, shape.clone())?;
+                cx.binary(BinaryOp::Multiply, gc, weight)?
+            }
+            None => gc,
+        };
+        let mean_of = |cx: &mut Cx<'_>, value: ValueId| -> Result<ValueId> {
+            let total = cx.reduce_keep(value, ReduceKind::Sum, &inner, true)?;
+            let total = cx.binary_scalar(BinaryOp::Divide, total, Scalar::Int(n))?;
+            cx.broadcast_to(total, &shape)
+        };
+        let g_mean = mean_of(cx, g)?;
+        let gx = cx.binary(BinaryOp::Multiply, g, normed)?;
+        let gx_mean = mean_of(cx, gx)?;
+        let projected = cx.binary(BinaryOp::Multiply, normed, gx_mean)?;
+        let inside = cx.binary(BinaryOp::Subtract, g, g_mean)?;
+        let inside = cx.binary(BinaryOp::Subtract, inside, projected)?;
+        let grad_input = cx.binary(BinaryOp::Multiply, inside, rstd_wide)?;
+        results[0] = Imported::Tensor(cx.convert(grad_input, dtype)?);
+    }
+    for (slot, param, value) in [(1, weight, Some(normed)), (2, bias, None)] {
+        if !mask[slot] {
+            continue;
+        }
+        let param_dtype = param.map_or(dtype, |param| cx.dtype(param));
+        let term = match value {
+            Some(normed) => cx.binary(BinaryOp::Multiply, gc, normed)?,
+            None => gc,
+        };
+        let summed = cx.reduce(term, ReduceKind::Sum, &outer)?;
+        results[slot] = Imported::Tensor(cx.convert(summed, param_dtype)?);
+    }
+    Ok(Imported::Tuple(results))
+}
+
+/// `native_group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, group,
+/// output_mask)` → (grad_input, grad_weight, grad_bias): the layer-norm gradient within each group
+/// of channels (`x̂` and `g = grad_out * weight` averaged over the group's elements), and the
+/// affine gradients summed over batch and space per channel.
+pub(super) fn group_norm_backward(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let grad = args.tensor("grad_out")?;
+    let x = args.tensor("input")?;
+    let (mean, rstd) = (args.tensor("mean")?, args.tensor("rstd")?);
+    let weight = args.opt_tensor("weight")?;
+    let groups = args.int("group")?;
+    let mask: Vec<bool> = match args.get("output_mask") {
+        Val::List(items) => items.iter().map(|item| matches!(item, Val::Bool(true))).collect(),
+        _ => return Err(cx.bad("output_mask must be a list of three bools")),
+    };
+    let sizes = cx.static_dims(x, "native_group_norm_backward")?;
+    let dtype = cx.dtype(x);
+    if mask.len() != 3 || sizes.len() < 2 || groups < 1 || sizes[1] % groups != 0 || cx.shape(grad) != cx.shape(x) {
+        return Err(cx.bad(format!("cannot take group-norm gradients of {} in {groups} groups", cx.ty(x))));
+    }
+    let (n, channels) = (sizes[0], sizes[1]);
+    let per_group = channels / groups;
+    let spatial: i64 = sizes[2..].iter().product();
+    let grouped = Shape::from_static(&[n, groups, per_group, spatial]);
+    let compute = opmath(dtype);
+    let xc = cx.convert(x, compute)?;
+    let xc = cx.reshape(xc, grouped.clone())?;
+    let gc = cx.convert(grad, compute)?;
+    let gc = cx.reshape(gc, grouped.clone())?;
+    let mut stats = vec![];
+    for stat in [mean, rstd] {
+        let stat = cx.convert(stat, compute)?;
+        let stat = cx.reshape(stat, Shape::from_static(&[n, groups]))?;
+        stats.push(cx.broadcast_in_dim(stat, &[0, 1], grouped.clone())?);
+    }
+    let centered = cx.binary(BinaryOp::Subtract, xc, stats[0])?;
+    let normed = cx.binary(BinaryOp::Multiply, centered, stats[1])?;
+    let mut results = vec![Imported::None, Imported::None, Imported::None];
+    if mask[0] {
+        let g = match weight {
+            Some(weight) => {
+                let weight = cx.convert(weight, compute)?;
+                let weight = cx.reshape(weight, Shape::from_static(&[groups, per_group]))?;
+                let weight = cx.broadcast_in_dim(weight, &[1, 2], grouped.clone())?;
+                cx.binary(BinaryOp::Multiply, gc, weight)?
+            }
+            None => gc,
+        };
+        let count = per_group * spatial;
+        let group_mean = |cx: &mut Cx<'_>, value: ValueId| -> Result<ValueId> {
+            let total = cx.reduce(value, ReduceKind::Sum, &[2, 3])?;
+            let total = cx.binary_scalar(BinaryOp::Divide, total, Scalar::Int(count))?;
+            cx.broadcast_in_dim(total, &[0, 1], grouped.clone())
+        };
+        let g_mean = group_mean(cx, g)?;
+        let gx = cx.binary(BinaryOp::Multiply, g, normed)?;
+        let gx_mean = group_mean(cx, gx)?;
+        let projected = cx.binary(BinaryOp::Multiply, normed, gx_mean)?;
+        let inside = cx.binary(BinaryOp::Subtract, g, g_mean)?;
+        let inside = cx.binary(BinaryOp::Subtract, inside, projected)?;
+        let grad_input = cx.binary(BinaryOp::Multiply, inside, stats[1])?;
+        let grad_input = cx.reshape(grad_input, Shape::from_static(&sizes))?;
+        results[0] = Imported::Tensor(cx.convert(grad_input, dtype)?);
+    }
+    for (slot, value) in [(1, Some(normed)), (2, None)] {
+        if !mask[slot] {
+            continue;
+        }
+        let param_dtype = weight.map_or(dtype, |weight| cx.dtype(weight));
+        let term = match value {
+            Some(normed) => cx.binary(BinaryOp::Multiply, gc, normed)?,
+            None => gc,
+        };
+        let summed = cx.reduce(term, ReduceKind::Sum, &[0, 3])?;
+        let summed = cx.reshape(summed, Shape::from_static(&[channels]))?;
+        results[slot] = Imported::Tensor(cx.convert(summed, param_dtype)?);
+    }
+    Ok(Imported::Tuple(results))
+}
+
+/// `convolution_backward(grad_output, input, weight, bias_sizes, stride, padding, dilation,
+/// transposed, output_padding, groups, output_mask)` → (grad_input, grad_weight, grad_bias):
+/// the input gradient is the convolution in the other direction with the same weight (a
+/// transposed one, with the output padding that restores the input's size, for a plain
+/// convolution); the weight gradient correlates the two activations once per kernel offset
+/// (a `dot_general` over batch and positions, block-diagonal over groups); the bias gradient sums
+/// every dim but the channels.
+pub(super) fn convolution_backward(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let grad = args.tensor("grad_output")?;
+    let x = args.tensor("input")?;
+    let w = args.tensor("weight")?;
+    let transposed = args.bool_or("transposed", false)?;
+    let groups = args.int_or("groups", 1)?;
+    let mask: Vec<bool> = match args.get("output_mask") {
+        Val::List(items) => items.iter().map(|item| matches!(item, Val::Bool(true))).collect(),
+        _ => return Err(cx.bad("output_mask must be a list of three bools")),
+    };
+    let dtype = cx.dtype(x);
+    let (x_sizes, w_sizes, g_sizes) = (
+        cx.static_dims(x, "convolution_backward")?,
+        cx.static_dims(w, "convolution_backward")?,
+        cx.static_dims(grad, "convolution_backward")?,
+    );
+    let spatial = w_sizes.len().saturating_sub(2);
+    if spatial == 0 || x_sizes.len() != spatial + 2 || g_sizes.len() != spatial + 2 || mask.len() != 3 || groups < 1 {
+        return Err(cx.bad(format!("cannot differentiate a convolution of {} with {}", cx.ty(x), cx.ty(w))));
+    }
+    let per_dim = |name: &str, default: i64| -> Result<SmallVec<[i64; 3]>> {
+        let values = args.ints_or(name, &[default])?;
+        match values.len() {
+            1 => Ok(std::iter::repeat_n(values[0], spatial).collect()),
+            n if n == spatial => Ok(values.into_iter().collect()),
+            _ => Err(args.bad(format!("`{name}` {values:?} needs 1 or {spatial} values"))),
+        }
+    };
+    let (stride, padding, dilation) = (per_dim("stride", 1)?, per_dim("padding", 0)?, per_dim("dilation", 1)?);
+    let compute = opmath(dtype);
+    let gc = cx.convert(grad, compute)?;
+    let xc = cx.convert(x, compute)?;
+    let wc = cx.convert(w, compute)?;
+    let mut results = vec![Imported::None, Imported::None, Imported::None];
+    if mask[0] {
+        // Output padding of the reverse direction: what the forward's floor division dropped.
+        let output_padding: SmallVec<[i64; 3]> = (0..spatial)
+            .map(|i| {
+                if transposed {
+                    0
+                } else {
+                    let reach = dilation[i] * (w_sizes[i + 2] - 1) + 1;
+                    x_sizes[i + 2] - ((g_sizes[i + 2] - 1) * stride[i] - 2 * padding[i] + reach)
+                }
+            })
+            .collect();
+        let geometry = ConvGeometry {
+            stride: stride.clone(),
+            padding: padding.clone(),
+            dilation: dilation.clone(),
+            output_padding,
+            groups,
+            transposed: !transposed,
+        };
+        let grad_input = conv_core(cx, gc, wc, &geometry)?;
+        if cx.static_dims(grad_input, "convolution_backward")? != x_sizes {
+            return Err(cx.bad(format!("input gradient {} does not match input {}", cx.ty(grad_input), cx.ty(x))));
+        }
+        results[0] = Imported::Tensor(cx.convert(grad_input, dtype)?);
+    }
+    if mask[1] {
+        // Plain: grad_w[o, i, k] = Σ grad[n, o, p] · x[n, i, p·s - pad + k·d].
+        // Transposed: grad_w[i, o, k] = Σ x[n, i, p] · grad[n, o, p·s - pad + k·d].
+        let (a, b) = if transposed { (xc, gc) } else { (gc, xc) };
+        let (a_sizes, b_sizes) = if transposed { (&x_sizes, &g_sizes) } else { (&g_sizes, &x_sizes) };
+        let kernel: Vec<i64> = w_sizes[2..].to_vec();
+        let mut low = vec![0; spatial + 2];
+        let mut high = vec![0; spatial + 2];
+        for i in 0..spatial {
+            let needed = dilation[i] * (kernel[i] - 1) + (a_sizes[i + 2] - 1) * stride[i] + 1;
+            low[i + 2] = padding[i];
+            high[i + 2] = (needed - (padding[i] + b_sizes[i + 2])).max(0);
+        }
+        let zero = cx.scalar(compute, Scalar::Int(0));
+        let b = cx.pad(b, zero, &low, &high, &vec![0; spatial + 2])?;
+        let b_padded = cx.static_dims(b, "convolution_backward")?;
+        let (a_channels, b_channels, batch) = (a_sizes[1], b_sizes[1], a_sizes[0]);
+        if a_channels % groups != 0 || b_channels % groups != 0 {
+            return Err(cx.bad(format!("channels do not split into {groups} groups")));
+        }
+        let positions: i64 = a_sizes[2..].iter().product();
+        let a = cx.reshape(a, Shape::from_static(&[batch, groups, a_channels / groups, positions]))?;
+        let offsets: i64 = kernel.iter().product();
+        let mut taps = Vec::with_capacity(offsets as usize);
+        for flat in 0..offsets {
+            let mut rest = flat;
+            let mut start = vec![0; spatial + 2];
+            let mut limit = b_padded.to_vec();
+            let mut step = vec![1; spatial + 2];
+            for i in (0..spatial).rev() {
+                let offset = rest % kernel[i];
+                rest /= kernel[i];
+                start[i + 2] = offset * dilation[i];
+                limit[i + 2] = start[i + 2] + (a_sizes[i + 2] - 1) * stride[i] + 1;
+                step[i + 2] = stride[i];
+            }
+            let tap = cx.slice(b, &start, &limit, &step)?;
+            let tap = cx.reshape(tap, Shape::from_static(&[batch, groups, b_channels / groups, positions]))?;
+            let dims = DotDims {
+                lhs_batch: [1].into_iter().collect(),
+                rhs_batch: [1].into_iter().collect(),
+                lhs_contracting: [0, 3].into_iter().collect(),
+                rhs_contracting: [0, 3].into_iter().collect(),
+            };
+            // [g, A/g, B/g] -> [A, B/g, 1]
+            let product = cx.dot_general(a, tap, dims)?;
+            let product = cx.reshape(product, Shape::from_static(&[a_channels, b_channels / groups, 1]))?;
+            taps.push(product);
+        }
+        let stacked = if taps.len() == 1 { taps[0] } else { cx.concatenate(&taps, 2)? };
+        let grad_weight = cx.reshape(stacked, Shape::from_static(&w_sizes))?;
+        results[1] = Imported::Tensor(cx.convert(grad_weight, cx.dtype(w))?);
+    }
+    if mask[2] {
+        let dims: Vec<usize> = (0..spatial + 2).filter(|&dim| dim != 1).collect();
+        let grad_bias = cx.reduce(gc, ReduceKind::Sum, &dims)?;
+        results[2] = Imported::Tensor(cx.convert(grad_bias, dtype)?);
+    }
+    Ok(Imported::Tuple(results))
+}

@@ -1,0 +1,758 @@
+//! Data-dependent indexing: `gather`, `scatter` and its reductions, advanced indexing
+//! (`index.Tensor`, `index_put`), `slice_scatter`/`select_scatter`, `diagonal`, `masked_scatter`,
+//! `col2im`, `grid_sampler_2d`, and `sort`/`topk`.
+//!
+//! Everything addresses elements by full coordinates: an index tensor of shape `B + [k]` whose
+//! last dim holds the coordinates of the first `k` dims of the operand (the others are taken
+//! whole). One [`gather_points`] and one [`scatter_points`] build all of them. Negative indices
+//! wrap as in PyTorch; out-of-range ones are clamped by `gather` and dropped by `scatter` (PyTorch
+//! raises instead).
+//!
+//! The IR has no `sort`, so `sort`/`topk` rank every element against every other one along the
+//! sorted dim (`O(n²)` compares, exact, stable: ties keep index order, NaN sorts as the largest
+//! value as in PyTorch). That suits the short dims of most models (top-k over classes, beams,
+//! experts); over a vocabulary (tens of thousands) the `n²` intermediate is too large, and an IR
+//! `sort` op would be needed.
+
+use smallvec::SmallVec;
+use ttpu_ir::{
+    BinaryOp, CompareDirection, DType, GatherDims, Literal, ReduceKind, Scalar, ScatterDims, ScatterKind, Shape,
+    TensorType, ValueId,
+};
+
+use super::elementwise::{tensor, to_bool};
+use crate::error::Result;
+use crate::import::args::{Args, Val};
+use crate::import::ctx::{Cx, Imported};
+
+/// `iota` of `shape` counting along `dim`, in `i64`.
+pub(super) fn iota(cx: &mut Cx<'_>, shape: &Shape, dim: usize) -> Result<ValueId> {
+    let built = cx.b.iota(TensorType::new(DType::I64, shape.clone()), dim as i64);
+    cx.ok(built)
+}
+
+/// `index` as `i64` with negative entries wrapped by `size`.
+fn wrap_index(cx: &mut Cx<'_>, index: ValueId, size: i64) -> Result<ValueId> {
+    let dtype = cx.dtype(index);
+    if !matches!(dtype, DType::I64 | DType::I32 | DType::I16 | DType::I8 | DType::U8) {
+        return Err(cx.bad(format!("indices must be an integer tensor, found {}", cx.ty(index))));
+    }
+    let index = cx.convert(index, DType::I64)?;
+    if dtype == DType::U8 {
+        return Ok(index);
+    }
+    let zero = cx.splat_like(index, Scalar::Int(0))?;
+    let negative = cx.compare(CompareDirection::Lt, index, zero)?;
+    let shifted = cx.binary_scalar(BinaryOp::Add, index, Scalar::Int(size))?;
+    cx.select(negative, shifted, index)
+}
+
+/// Stacks `parts` (one shape `B`) into `B + [k]`.
+pub(super) fn stack_last(cx: &mut Cx<'_>, parts: &[ValueId]) -> Result<ValueId> {
+    let mut columns = Vec::with_capacity(parts.len());
+    for &part in parts {
+        let mut dims = cx.shape(part).0;
+        dims.push(ttpu_ir::Dim::Static(1));
+        columns.push(cx.reshape(part, Shape(dims))?);
+    }
+    if columns.len() == 1 {
+        return Ok(columns[0]);
+    }
+    let rank = cx.rank(columns[0]);
+    cx.concatenate(&columns, rank as i64 - 1)
+}
+
+/// `x[points[..., 0], ..., points[..., k-1], :, ...]`: shape `B + x.shape[k..]`.
+fn gather_points(cx: &mut Cx<'_>, x: ValueId, points: ValueId) -> Result<ValueId> {
+    let sizes = cx.static_dims(x, "gathering")?;
+    let batch = cx.rank(points) - 1;
+    let k = cx.static_dim(points, batch, "gathering")? as usize;
+    let rest = sizes.len() - k;
+    let dims = GatherDims {
+        offset_dims: (batch..batch + rest).map(|dim| dim as i64).collect(),
+        collapsed_slice_dims: (0..k as i64).collect(),
+        operand_batching_dims: SmallVec::new(),
+        start_indices_batching_dims: SmallVec::new(),
+        start_index_map: (0..k as i64).collect(),
+        index_vector_dim: batch as i64,
+        slice_sizes: std::iter::repeat_n(1, k).chain(sizes[k..].iter().copied()).collect(),
+        indices_are_sorted: false,
+    };
+    let built = cx.b.gather(x, points, dims);
+    cx.ok(built)
+}
+
+/// Writes `updates` (shape `B + x.shape[k..]`) into `x` at `points` (shape `B + [k]`).
+pub(super) fn scatter_points(
+    cx: &mut Cx<'_>,
+    x: ValueId,
+    points: ValueId,
+    updates: ValueId,
+    kind: ScatterKind,
+) -> Result<ValueId> {
+    let rank = cx.rank(x);
+    let batch = cx.rank(points) - 1;
+    let k = cx.static_dim(points, batch, "scattering")? as usize;
+    let rest = rank - k;
+    let dims = ScatterDims {
+        update_window_dims: (batch..batch + rest).map(|dim| dim as i64).collect(),
+        inserted_window_dims: (0..k as i64).collect(),
+        input_batching_dims: SmallVec::new(),
+        scatter_indices_batching_dims: SmallVec::new(),
+        scatter_dims_to_operand_dims: (0..k as i64).collect(),
+        index_vector_dim: batch as i64,
+        kind,
+        indices_are_sorted: false,
+        unique_indices: false,
+    };
+    let built = cx.b.scatter(x, points, updates, dims);
+    cx.ok(built)
+}
+
+/// The full coordinates of `index` (shape `S`, addressing `dim` of a tensor of rank `S.rank()`):
+/// `S + [rank]`, the index itself in slot `dim` and each position's own coordinate elsewhere.
+fn along_dim_points(cx: &mut Cx<'_>, index: ValueId, dim: usize, size: i64) -> Result<ValueId> {
+    let shape = cx.shape(index);
+    let index = wrap_index(cx, index, size)?;
+    let mut parts = Vec::with_capacity(shape.rank());
+    for d in 0..shape.rank() {
+        parts.push(if d == dim { index } else { iota(cx, &shape, d)? });
+    }
+    stack_last(cx, &parts)
+}
+
+/// Checks `gather`/`scatter` ranks and returns the normalised dim.
+fn dim_and_index(cx: &Cx<'_>, args: &Args, x: ValueId) -> Result<(usize, ValueId)> {
+    let index = args.tensor("index")?;
+    let rank = cx.rank(x);
+    let dim = cx.norm_dim(args.int("dim")?, rank)?;
+    if cx.rank(index) != rank || rank == 0 {
+        return Err(cx.bad(format!("index {} must have the rank of self {}", cx.ty(index), cx.ty(x))));
+    }
+    Ok((dim, index))
+}
+
+/// `gather(self, dim, index)`: `out[p] = self[p with p[dim] = index[p]]`.
+pub(super) fn gather(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    let (dim, index) = dim_and_index(cx, args, x)?;
+    let size = cx.static_dim(x, dim, "gather")?;
+    let points = along_dim_points(cx, index, dim, size)?;
+    tensor(gather_points(cx, x, points)?)
+}
+
+/// `src` cut to the index's shape (PyTorch reads only that corner), in `dtype`.
+fn updates_for(cx: &mut Cx<'_>, src: Val, index: ValueId, dtype: DType) -> Result<ValueId> {
+    let shape = cx.static_dims(index, "scatter")?;
+    match src {
+        Val::Tensor(src) => {
+            let src = cx.convert(src, dtype)?;
+            let zeros = vec![0; shape.len()];
+            let ones = vec![1; shape.len()];
+            if cx.static_dims(src, "scatter")?.as_slice() == shape.as_slice() {
+                return Ok(src);
+            }
+            cx.slice(src, &zeros, &shape, &ones)
+        }
+        Val::Int(value) => cx.splat(dtype, Scalar::Int(value), &Shape::from_static(&shape)),
+        Val::Float(value) => cx.splat(dtype, Scalar::Float(value), &Shape::from_static(&shape)),
+        Val::Bool(value) => cx.splat(dtype, Scalar::Bool(value), &Shape::from_static(&shape)),
+        other => Err(cx.bad(format!("scatter source must be a tensor or a number, found {other:?}"))),
+    }
+}
+
+/// `scatter.src` / `scatter.value` (`reduce` absent) and `scatter_add`.
+pub(super) fn scatter(cx: &mut Cx<'_>, args: &Args, kind: ScatterKind) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    let (dim, index) = dim_and_index(cx, args, x)?;
+    let size = cx.static_dim(x, dim, "scatter")?;
+    let source = if args.has_param("src") { args.get("src").clone() } else { args.get("value").clone() };
+    let updates = updates_for(cx, source, index, cx.dtype(x))?;
+    let points = along_dim_points(cx, index, dim, size)?;
+    tensor(scatter_points(cx, x, points, updates, kind)?)
+}
+
+/// `scatter_reduce.two(self, dim, index, src, reduce, *, include_self)` for `sum`, `prod`,
+/// `mean`, `amax` and `amin`. Without `include_self`, the targeted positions are first reset to
+/// the reduction's identity; `mean` divides by the number of contributions (floor division for
+/// integers, as PyTorch does).
+pub(super) fn scatter_reduce(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    let (dim, index) = dim_and_index(cx, args, x)?;
+    let size = cx.static_dim(x, dim, "scatter_reduce")?;
+    let reduce = args.opt_str("reduce")?.unwrap_or("sum").to_owned();
+    let include_self = args.bool_or("include_self", true)?;
+    let dtype = cx.dtype(x);
+    let kind = match reduce.as_str() {
+        "sum" | "mean" => ReduceKind::Sum,
+        "prod" => ReduceKind::Product,
+        "amax" => ReduceKind::Max,
+        "amin" => ReduceKind::Min,
+        other => return Err(cx.bad(format!("reduce must be sum, prod, mean, amax or amin, found '{other}'"))),
+    };
+    if dtype.is_bool() {
+        return Err(cx.bad("scatter_reduce on bool tensors is not supported"));
+    }
+    let updates = updates_for(cx, Val::Tensor(args.tensor("src")?), index, dtype)?;
+    let points = along_dim_points(cx, index, dim, size)?;
+    let mut base = x;
+    if !include_self {
+        let identity = cx.splat_like(updates, kind.identity(dtype))?;
+        base = scatter_points(cx, base, points, identity, ScatterKind::Replace)?;
+    }
+    let combined = scatter_points(cx, base, points, updates, ScatterKind::Combine(kind))?;
+    if reduce != "mean" {
+        return tensor(combined);
+    }
+    // Contributions per position: 1 for self when included, plus one per update.
+    let start = cx.splat_like(x, Scalar::Int(i64::from(include_self)))?;
+    let ones = cx.splat_like(updates, Scalar::Int(1))?;
+    let count = scatter_points(cx, start, points, ones, ScatterKind::Combine(ReduceKind::Sum))?;
+    let one = cx.splat_like(count, Scalar::Int(1))?;
+    let count = cx.binary(BinaryOp::Maximum, count, one)?;
+    if dtype.is_float() {
+        return tensor(cx.binary(BinaryOp::Divide, combined, count)?);
+    }
+    // Integer floor division by a positive count.
+    let quotient = cx.binary(BinaryOp::Divide, combined, count)?;
+    let remainder = cx.binary(BinaryOp::Remainder, combined, count)?;
+    let zero = cx.splat_like(remainder, Scalar::Int(0))?;
+    let negative = cx.compare(CompareDirection::Lt, remainder, zero)?;
+    let lowered = cx.binary_scalar(BinaryOp::Subtract, quotient, Scalar::Int(1))?;
+    tensor(cx.select(negative, lowered, quotient)?)
+}
+
+/// The index tensors of an `indices` list (`None` for untouched dims), as `(dim, tensor)`.
+fn index_list(cx: &Cx<'_>, args: &Args, rank: usize) -> Result<Vec<(usize, ValueId)>> {
+    let Val::List(items) = args.get("indices") else {
+        return Err(cx.bad("indices must be a list of tensors or None"));
+    };
+    if items.len() > rank {
+        return Err(cx.bad(format!("{} indices for a tensor of rank {rank}", items.len())));
+    }
+    let mut res = vec![];
+    for (dim, item) in items.iter().enumerate() {
+        match item {
+            Val::None | Val::Missing => {}
+            Val::Tensor(value) => {
+                // PyTorch reads bool and uint8 index tensors as masks.
+                if matches!(cx.dtype(*value), DType::Bool | DType::U8) {
+                    return Err(cx.site.dynamic("boolean mask indices give a data-dependent shape"));
+                }
+                res.push((dim, *value));
+            }
+            _ => return Err(cx.bad("indices must be a list of tensors or None")),
+        }
+    }
+    if res.is_empty() {
+        return Err(cx.bad("at least one index must be a tensor"));
+    }
+    Ok(res)
+}
+
+/// The layout of an advanced-indexing result.
+struct Advanced {
+    /// `x` with the indexed dims moved to the front, in order.
+    front: ValueId,
+    /// The permutation that moved them (result dim `i` is input dim `perm[i]`).
+    perm: Vec<i64>,
+    /// The coordinates, `B + [k]`.
+    points: ValueId,
+    /// Rank of the broadcast index shape `B`.
+    batch: usize,
+    /// Where PyTorch puts `B` in the result: the first indexed dim when they are adjacent, else 0.
+    position: usize,
+}
+
+fn advanced(cx: &mut Cx<'_>, x: ValueId, indices: &[(usize, ValueId)]) -> Result<Advanced> {
+    let sizes = cx.static_dims(x, "indexing")?;
+    let rank = sizes.len();
+    let indexed: Vec<usize> = indices.iter().map(|(dim, _)| *dim).collect();
+    let adjacent = indexed.windows(2).all(|pair| pair[1] == pair[0] + 1);
+    let position = if adjacent { indexed[0] } else { 0 };
+    let perm: Vec<i64> =
+        indexed.iter().copied().chain((0..rank).filter(|dim| !indexed.contains(dim))).map(|dim| dim as i64).collect();
+    let front = cx.transpose(x, &perm)?;
+    let shapes: Vec<Shape> = indices.iter().map(|(_, value)| cx.shape(*value)).collect();
+    let batch_shape = cx.broadcast_shape(&shapes)?;
+    let mut parts = Vec::with_capacity(indices.len());
+    for &(dim, value) in indices {
+        let wrapped = wrap_index(cx, value, sizes[dim])?;
+        parts.push(cx.broadcast_to(wrapped, &batch_shape)?);
+    }
+    let points = stack_last(cx, &parts)?;
+    Ok(Advanced { front, perm, points, batch: batch_shape.rank(), position })
+}
+
+/// The permutation taking `B + rest` to PyTorch's order (`B` at `position`).
+fn batch_to_position(rank: usize, batch: usize, position: usize) -> Vec<i64> {
+    let rest: Vec<i64> = (batch..rank).map(|dim| dim as i64).collect();
+    let mut perm: Vec<i64> = rest[..position].to_vec();
+    perm.extend((0..batch).map(|dim| dim as i64));
+    perm.extend(&rest[position..]);
+    perm
+}
+
+/// `index.Tensor(self, indices)`: advanced indexing with integer index tensors (broadcast
+/// together) and `None` for untouched dims.
+pub(super) fn index(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    let indices = index_list(cx, args, cx.rank(x))?;
+    let adv = advanced(cx, x, &indices)?;
+    let gathered = gather_points(cx, adv.front, adv.points)?;
+    let perm = batch_to_position(cx.rank(gathered), adv.batch, adv.position);
+    tensor(cx.transpose(gathered, &perm)?)
+}
+
+/// `index_put(self, indices, values, accumulate)`: writes (or adds, with repeats summed) `values`
+/// broadcast to the shape `self[indices]` has.
+pub(super) fn index_put(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    let indices = index_list(cx, args, cx.rank(x))?;
+    let accumulate = args.bool_or("accumulate", false)?;
+    let dtype = cx.dtype(x);
+    let adv = advanced(cx, x, &indices)?;
+    // The shape of `self[indices]` in `B + rest` order, and in PyTorch's.
+    let batch_shape: Vec<i64> = cx.static_dims(adv.points, "index_put")?[..adv.batch].to_vec();
+    let rest: Vec<i64> = cx.static_dims(adv.front, "index_put")?[indices.len()..].to_vec();
+    let flat: Vec<i64> = batch_shape.iter().chain(&rest).copied().collect();
+    let rank = flat.len();
+    let to_torch = batch_to_position(rank, adv.batch, adv.position);
+    let torch_shape: Vec<i64> = to_torch.iter().map(|&dim| flat[dim as usize]).collect();
+    let values = args.tensor("values")?;
+    let values = cx.convert(values, dtype)?;
+    let values = cx.broadcast_to(values, &Shape::from_static(&torch_shape))?;
+    let mut from_torch = vec![0i64; rank];
+    for (index, &dim) in to_torch.iter().enumerate() {
+        from_torch[dim as usize] = index as i64;
+    }
+    let updates = cx.transpose(values, &from_torch)?;
+    let kind = if accumulate {
+        if dtype.is_bool() { ScatterKind::Combine(ReduceKind::Or) } else { ScatterKind::Combine(ReduceKind::Sum) }
+    } else {
+        ScatterKind::Replace
+    };
+    let written = scatter_points(cx, adv.front, adv.points, updates, kind)?;
+    let mut inverse = vec![0i64; adv.perm.len()];
+    for (index, &dim) in adv.perm.iter().enumerate() {
+        inverse[dim as usize] = index as i64;
+    }
+    tensor(cx.transpose(written, &inverse)?)
+}
+
+/// Embeds `src` into `x` at `start, start + step, ...` of `dim`: both padded into `x`'s shape
+/// (interior padding for the step), then selected by a padded mask.
+fn embed(cx: &mut Cx<'_>, x: ValueId, src: ValueId, dim: usize, start: i64, step: i64) -> Result<ValueId> {
+    let sizes = cx.static_dims(x, "slice_scatter")?;
+    let count = cx.static_dim(src, dim, "slice_scatter")?;
+    if count == 0 {
+        return Ok(x);
+    }
+    let rank = sizes.len();
+    let src = cx.convert(src, cx.dtype(x))?;
+    let mut low = vec![0; rank];
+    let mut high = vec![0; rank];
+    let mut interior = vec![0; rank];
+    low[dim] = start;
+    high[dim] = sizes[dim] - (start + (count - 1) * step + 1);
+    interior[dim] = step - 1;
+    let fill = cx.scalar(cx.dtype(x), Scalar::Int(0));
+    let padded = cx.pad(src, fill, &low, &high, &interior)?;
+    let inside = cx.splat(DType::Bool, Scalar::Bool(true), &cx.shape(src))?;
+    let outside = cx.scalar(DType::Bool, Scalar::Bool(false));
+    let mask = cx.pad(inside, outside, &low, &high, &interior)?;
+    cx.select(mask, padded, x)
+}
+
+/// `slice_scatter(self, src, dim, start, end, step)`.
+pub(super) fn slice_scatter(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    let src = args.tensor("src")?;
+    let rank = cx.rank(x);
+    let dim = cx.norm_dim(args.int_or("dim", 0)?, rank)?;
+    let size = cx.static_dim(x, dim, "slice_scatter")?;
+    let step = args.int_or("step", 1)?;
+    if step < 1 {
+        return Err(cx.bad(format!("slice step must be positive, found {step}")));
+    }
+    let bound = |value: i64| (if value < 0 { value.saturating_add(size) } else { value }).clamp(0, size);
+    let start = bound(args.opt_int("start")?.unwrap_or(0));
+    let end = bound(args.opt_int("end")?.unwrap_or(size)).max(start);
+    let count = (end - start + step - 1) / step;
+    let mut expected = cx.static_dims(x, "slice_scatter")?;
+    expected[dim] = count;
+    if cx.static_dims(src, "slice_scatter")? != expected {
+        return Err(cx.bad(format!("src {} does not fit the slice of shape {expected:?}", cx.ty(src))));
+    }
+    tensor(embed(cx, x, src, dim, start, step)?)
+}
+
+/// `select_scatter(self, src, dim, index)`.
+pub(super) fn select_scatter(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    let src = args.tensor("src")?;
+    let rank = cx.rank(x);
+    let dim = cx.norm_dim(args.int("dim")?, rank)?;
+    let size = cx.static_dim(x, dim, "select_scatter")?;
+    let index = args.int("index")?;
+    let position = if index < 0 { index + size } else { index };
+    if !(0..size).contains(&position) {
+        return Err(cx.bad(format!("index {index} is out of range for dim {dim} of size {size}")));
+    }
+    let mut dims = cx.shape(src).0;
+    dims.insert(dim, ttpu_ir::Dim::Static(1));
+    let src = cx.reshape(src, Shape(dims))?;
+    tensor(embed(cx, x, src, dim, position, 1)?)
+}
+
+/// `diagonal(self, offset, dim1, dim2)`: the dims removed, the diagonal appended last.
+pub(super) fn diagonal(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    let rank = cx.rank(x);
+    if rank < 2 {
+        return Err(cx.bad(format!("diagonal needs a tensor of rank 2 or more, found {}", cx.ty(x))));
+    }
+    let offset = args.int_or("offset", 0)?;
+    let dim1 = cx.norm_dim(args.int_or("dim1", 0)?, rank)?;
+    let dim2 = cx.norm_dim(args.int_or("dim2", 1)?, rank)?;
+    if dim1 == dim2 {
+        return Err(cx.bad("diagonal dims must differ"));
+    }
+    let sizes = cx.static_dims(x, "diagonal")?;
+    let (rows, cols) = (sizes[dim1], sizes[dim2]);
+    let length = (rows - (-offset).max(0)).min(cols - offset.max(0)).max(0);
+    let perm: Vec<i64> = [dim1, dim2]
+        .into_iter()
+        .chain((0..rank).filter(|&dim| dim != dim1 && dim != dim2))
+        .map(|dim| dim as i64)
+        .collect();
+    let front = cx.transpose(x, &perm)?;
+    let mut coords = Vec::with_capacity(2 * length as usize);
+    for i in 0..length {
+        coords.push(Scalar::Int(i + (-offset).max(0)));
+        coords.push(Scalar::Int(i + offset.max(0)));
+    }
+    let points = Literal::from_scalars(DType::I64, &[length, 2], &coords).expect("two coordinates per position");
+    let points = cx.literal(points);
+    let gathered = gather_points(cx, front, points)?;
+    // `[L] + rest` to `rest + [L]`.
+    let perm: Vec<i64> = (1..rank as i64 - 1).chain([0]).collect();
+    tensor(cx.transpose(gathered, &perm)?)
+}
+
+/// `masked_scatter(self, mask, source)`: the masked positions, in row-major order, take the
+/// source's elements in order.
+pub(super) fn masked_scatter(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    let mask = to_bool(cx, args.tensor("mask")?)?;
+    let source = args.tensor("source")?;
+    let shape = cx.shape(x);
+    let mask = cx.broadcast_to(mask, &shape)?;
+    let total: i64 = cx.static_dims(x, "masked_scatter")?.iter().product();
+    let flat_mask = cx.reshape(mask, Shape::from_static(&[total]))?;
+    let ones = cx.convert(flat_mask, DType::I64)?;
+    // Position in the source: the count of masked elements before each one.
+    let window = ttpu_ir::Window {
+        dimensions: [total.max(1)].into_iter().collect(),
+        strides: [1].into_iter().collect(),
+        base_dilations: [1].into_iter().collect(),
+        window_dilations: [1].into_iter().collect(),
+        padding: [((total - 1).max(0), 0)].into_iter().collect(),
+    };
+    let built = cx.b.reduce_window(ones, ReduceKind::Sum, window);
+    let inclusive = cx.ok(built)?;
+    let position = cx.binary(BinaryOp::Subtract, inclusive, ones)?;
+    let count: i64 = cx.static_dims(source, "masked_scatter")?.iter().product();
+    let flat_source = cx.reshape(source, Shape::from_static(&[count]))?;
+    let flat_source = cx.convert(flat_source, cx.dtype(x))?;
+    let points = cx.reshape(position, Shape::from_static(&[total, 1]))?;
+    let taken = gather_points(cx, flat_source, points)?;
+    let taken = cx.reshape(taken, shape)?;
+    tensor(cx.select(mask, taken, x)?)
+}
+
+/// Sorts the last dim of `x`: (values, indices). Stable; NaN is the largest value.
+fn sort_last(cx: &mut Cx<'_>, x: ValueId, descending: bool) -> Result<(ValueId, ValueId)> {
+    let shape = cx.shape(x);
+    let rank = shape.rank();
+    let n = cx.static_dim(x, rank - 1, "sort")?;
+    let keys = if cx.dtype(x).is_bool() { cx.convert(x, DType::I32)? } else { x };
+    // pair[..., i, j]: a = element i, b = element j.
+    let mut pair_dims = shape.0.clone();
+    pair_dims.push(ttpu_ir::Dim::Static(n));
+    let pair = Shape(pair_dims);
+    let lead: Vec<i64> = (0..rank as i64 - 1).collect();
+    let a_dims: Vec<i64> = lead.iter().copied().chain([rank as i64 - 1]).collect();
+    let b_dims: Vec<i64> = lead.iter().copied().chain([rank as i64]).collect();
+    let a = cx.broadcast_in_dim(keys, &a_dims, pair.clone())?;
+    let b = cx.broadcast_in_dim(keys, &b_dims, pair.clone())?;
+    // `b` comes before `a` when it is smaller (larger, descending) or equal at a lower index.
+    let direction = if descending { CompareDirection::Gt } else { CompareDirection::Lt };
+    let mut before = cx.compare(direction, b, a)?;
+    let mut equal = cx.compare(CompareDirection::Eq, b, a)?;
+    if cx.dtype(keys).is_float() {
+        let a_nan = cx.compare(CompareDirection::Ne, a, a)?;
+        let b_nan = cx.compare(CompareDirection::Ne, b, b)?;
+        let both = cx.binary(BinaryOp::And, a_nan, b_nan)?;
+        equal = cx.binary(BinaryOp::Or, equal, both)?;
+        // NaN is the largest: it comes first descending, last ascending.
+        let (nan, other) = if descending { (b_nan, a_nan) } else { (a_nan, b_nan) };
+        let not_other = cx.unary(ttpu_ir::UnaryOp::Not, other)?;
+        let by_nan = cx.binary(BinaryOp::And, nan, not_other)?;
+        before = cx.binary(BinaryOp::Or, before, by_nan)?;
+    }
+    let i = iota(cx, &pair, rank - 1)?;
+    let j = iota(cx, &pair, rank)?;
+    let lower = cx.compare(CompareDirection::Lt, j, i)?;
+    let tie = cx.binary(BinaryOp::And, equal, lower)?;
+    let before = cx.binary(BinaryOp::Or, before, tie)?;
+    let before = cx.convert(before, DType::I64)?;
+    let rank_of = cx.reduce(before, ReduceKind::Sum, &[rank])?; // [..., n]: the target of element i
+    // order[..., p] = the i whose rank is p.
+    let r = cx.broadcast_in_dim(rank_of, &b_dims, pair.clone())?; // [..., p, i] = rank of i
+    let p = iota(cx, &pair, rank - 1)?;
+    let hit = cx.compare(CompareDirection::Eq, r, p)?;
+    let zero = cx.splat(DType::I64, Scalar::Int(0), &pair)?;
+    let source = cx.select(hit, j, zero)?;
+    let order = cx.reduce(source, ReduceKind::Sum, &[rank])?;
+    let points = along_dim_points(cx, order, rank - 1, n)?;
+    let values = gather_points(cx, x, points)?;
+    Ok((values, order))
+}
+
+/// Sorts `dim` of `x`, moving it last and back.
+fn sort_dim(cx: &mut Cx<'_>, x: ValueId, dim: usize, descending: bool) -> Result<(ValueId, ValueId)> {
+    let rank = cx.rank(x);
+    let mut perm: Vec<i64> = (0..rank as i64).collect();
+    perm.swap(dim, rank - 1);
+    let moved = cx.transpose(x, &perm)?;
+    let (values, indices) = sort_last(cx, moved, descending)?;
+    Ok((cx.transpose(values, &perm)?, cx.transpose(indices, &perm)?))
+}
+
+/// `sort(self, dim, descending)` and `sort.stable(self, *, stable, dim, descending)`.
+pub(super) fn sort(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    let descending = args.bool_or("descending", false)?;
+    if cx.rank(x) == 0 {
+        let zero = cx.scalar(DType::I64, Scalar::Int(0));
+        return Ok(Imported::Tuple(vec![Imported::Tensor(x), Imported::Tensor(zero)]));
+    }
+    let dim = cx.norm_dim(args.int_or("dim", -1)?, cx.rank(x))?;
+    let (values, indices) = sort_dim(cx, x, dim, descending)?;
+    Ok(Imported::Tuple(vec![Imported::Tensor(values), Imported::Tensor(indices)]))
+}
+
+/// `topk(self, k, dim, largest, sorted)`: the first `k` of a sort (always sorted).
+pub(super) fn topk(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    let k = args.int("k")?;
+    let largest = args.bool_or("largest", true)?;
+    if cx.rank(x) == 0 {
+        let zero = cx.scalar(DType::I64, Scalar::Int(0));
+        return Ok(Imported::Tuple(vec![Imported::Tensor(x), Imported::Tensor(zero)]));
+    }
+    let dim = cx.norm_dim(args.int_or("dim", -1)?, cx.rank(x))?;
+    let size = cx.static_dim(x, dim, "topk")?;
+    if !(0..=size).contains(&k) {
+        return Err(cx.bad(format!("k {k} is out of range for dim {dim} of size {size}")));
+    }
+    let (values, indices) = sort_dim(cx, x, dim, largest)?;
+    let values = cx.slice_dim(values, dim, 0, k, 1)?;
+    let indices = cx.slice_dim(indices, dim, 0, k, 1)?;
+    Ok(Imported::Tuple(vec![Imported::Tensor(values), Imported::Tensor(indices)]))
+}
+
+/// `grid_sampler_2d(input, grid, interpolation_mode, padding_mode, align_corners)` for bilinear
+/// (0) and nearest (1) interpolation with zeros (0), border (1) and reflection (2) padding: the
+/// grid's coordinates mapped to pixels as PyTorch's `grid_sampler_compute_source_index` does, and
+/// each corner gathered at run time (out-of-range corners contribute zero).
+pub(super) fn grid_sampler_2d(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("input")?;
+    let grid = args.tensor("grid")?;
+    let mode = args.int("interpolation_mode")?;
+    let padding = args.int("padding_mode")?;
+    let align = args.bool_or("align_corners", false)?;
+    let dtype = cx.dtype(x);
+    let sizes = cx.static_dims(x, "grid_sampler_2d")?;
+    let grid_sizes = cx.static_dims(grid, "grid_sampler_2d")?;
+    if sizes.len() != 4 || grid_sizes.len() != 4 || grid_sizes[3] != 2 || !dtype.is_float() {
+        return Err(cx.bad(format!("cannot sample {} at {}", cx.ty(x), cx.ty(grid))));
+    }
+    if !(0..=1).contains(&mode) || !(0..=2).contains(&padding) {
+        return Err(cx.bad(format!("interpolation mode {mode} / padding mode {padding} is not supported")));
+    }
+    let (n, c, h, w) = (sizes[0], sizes[1], sizes[2], sizes[3]);
+    let (out_h, out_w) = (grid_sizes[1], grid_sizes[2]);
+    let compute = crate::import::ctx::opmath(dtype);
+    let plane = Shape::from_static(&[n, out_h, out_w]);
+    let grid = cx.convert(grid, compute)?;
+    let mut coords = vec![];
+    for (component, size) in [(0, w), (1, h)] {
+        let part = cx.slice_dim(grid, 3, component, component + 1, 1)?;
+        let part = cx.reshape(part, plane.clone())?;
+        coords.push(source_index(cx, part, size, padding, align)?);
+    }
+    let (ix, iy) = (coords[0], coords[1]);
+    let front = cx.transpose(x, &[0, 2, 3, 1])?; // [N, H, W, C]
+    let front = cx.convert(front, compute)?;
+    let batch = iota(cx, &plane, 0)?;
+    let wide = Shape::from_static(&[n, out_h, out_w, c]);
+    // One corner: its value times `weight`, zero outside the image.
+    let corner = |cx: &mut Cx<'_>, px: ValueId, py: ValueId, weight: Option<ValueId>| -> Result<ValueId> {
+        let mut valid = None;
+        let mut index = vec![batch];
+        for (p, size) in [(py, h), (px, w)] {
+            let zero = cx.splat_like(p, Scalar::Int(0))?;
+            let top = cx.splat_like(p, Scalar::Int(size - 1))?;
+            let above = cx.compare(CompareDirection::Ge, p, zero)?;
+            let below = cx.compare(CompareDirection::Le, p, top)?;
+            let inside = cx.binary(BinaryOp::And, above, below)?;
+            valid = Some(match valid {
+                None => inside,
+                Some(acc) => cx.binary(BinaryOp::And, acc, inside)?,
+            });
+            let clamped = cx.b.clamp(zero, p, top);
+            let clamped = cx.ok(clamped)?;
+            index.push(cx.convert(clamped, DType::I64)?);
+        }
+        let points = stack_last(cx, &index)?;
+        let values = gather_points(cx, front, points)?;
+        let zeros = cx.splat(compute, Scalar::Int(0), &plane)?;
+        let scale = match weight {
+            Some(weight) => weight,
+            None => cx.splat(compute, Scalar::Int(1), &plane)?,
+        };
+        let scale = cx.select(valid.expect("two coordinates"), scale, zeros)?;
+        let scale = cx.broadcast_in_dim(scale, &[0, 1, 2], wide.clone())?;
+        cx.binary(BinaryOp::Multiply, values, scale)
+    };
+    let sampled = if mode == 1 {
+        let rx = cx.unary(ttpu_ir::UnaryOp::RoundNearestEven, ix)?;
+        let ry = cx.unary(ttpu_ir::UnaryOp::RoundNearestEven, iy)?;
+        corner(cx, rx, ry, None)?
+    } else {
+        let x0 = cx.unary(ttpu_ir::UnaryOp::Floor, ix)?;
+        let y0 = cx.unary(ttpu_ir::UnaryOp::Floor, iy)?;
+        let x1 = cx.binary_scalar(BinaryOp::Add, x0, Scalar::Int(1))?;
+        let y1 = cx.binary_scalar(BinaryOp::Add, y0, Scalar::Int(1))?;
+        let east = cx.binary(BinaryOp::Subtract, ix, x0)?; // weight of x1
+        let west = cx.binary(BinaryOp::Subtract, x1, ix)?; // weight of x0
+        let south = cx.binary(BinaryOp::Subtract, iy, y0)?;
+        let north = cx.binary(BinaryOp::Subtract, y1, iy)?;
+        let mut total = None;
+        for (px, py, wx, wy) in
+            [(x0, y0, west, north), (x1, y0, east, north), (x0, y1, west, south), (x1, y1, east, south)]
+        {
+            let weight = cx.binary(BinaryOp::Multiply, wx, wy)?;
+            let term = corner(cx, px, py, Some(weight))?;
+            total = Some(match total {
+                None => term,
+                Some(acc) => cx.binary(BinaryOp::Add, acc, term)?,
+            });
+        }
+        total.expect("four corners")
+    };
+    let out = cx.transpose(sampled, &[0, 3, 1, 2])?;
+    tensor(cx.convert(out, dtype)?)
+}
+
+/// PyTorch's `grid_sampler_compute_source_index`: a normalised coordinate in `[-1, 1]` to a pixel
+/// coordinate, then clipped (border) or reflected and clipped (reflection).
+fn source_index(cx: &mut Cx<'_>, coord: ValueId, size: i64, padding: i64, align: bool) -> Result<ValueId> {
+    let plus_one = cx.binary_scalar(BinaryOp::Add, coord, Scalar::Int(1))?;
+    let mut pixel = if align {
+        let half = cx.binary_scalar(BinaryOp::Divide, plus_one, Scalar::Int(2))?;
+        cx.binary_scalar(BinaryOp::Multiply, half, Scalar::Int(size - 1))?
+    } else {
+        let scaled = cx.binary_scalar(BinaryOp::Multiply, plus_one, Scalar::Int(size))?;
+        let shifted = cx.binary_scalar(BinaryOp::Subtract, scaled, Scalar::Int(1))?;
+        cx.binary_scalar(BinaryOp::Divide, shifted, Scalar::Int(2))?
+    };
+    if padding == 2 {
+        let (twice_low, twice_high) = if align { (0, 2 * (size - 1)) } else { (-1, 2 * size - 1) };
+        pixel = if twice_low == twice_high {
+            cx.splat_like(pixel, Scalar::Int(0))?
+        } else {
+            let low = twice_low as f64 / 2.0;
+            let span = (twice_high - twice_low) as f64 / 2.0;
+            let from_low = cx.binary_scalar(BinaryOp::Subtract, pixel, Scalar::Float(low))?;
+            let distance = cx.unary(ttpu_ir::UnaryOp::Abs, from_low)?;
+            let extra = cx.binary_scalar(BinaryOp::Remainder, distance, Scalar::Float(span))?;
+            let flips = cx.binary_scalar(BinaryOp::Divide, distance, Scalar::Float(span))?;
+            let flips = cx.unary(ttpu_ir::UnaryOp::Floor, flips)?;
+            let parity = cx.binary_scalar(BinaryOp::Remainder, flips, Scalar::Int(2))?;
+            let zero = cx.splat_like(parity, Scalar::Int(0))?;
+            let even = cx.compare(CompareDirection::Eq, parity, zero)?;
+            let forward = cx.binary_scalar(BinaryOp::Add, extra, Scalar::Float(low))?;
+            let back = cx.splat_like(extra, Scalar::Float(span + low))?;
+            let back = cx.binary(BinaryOp::Subtract, back, extra)?;
+            cx.select(even, forward, back)?
+        };
+    }
+    if padding >= 1 {
+        let zero = cx.splat_like(pixel, Scalar::Int(0))?;
+        let top = cx.splat_like(pixel, Scalar::Int(size - 1))?;
+        let clipped = cx.b.clamp(zero, pixel, top);
+        pixel = cx.ok(clipped)?;
+    }
+    Ok(pixel)
+}
+
+/// `col2im(self, output_size, kernel_size, dilation, padding, stride)` (`F.fold`): every column
+/// entry added into the output pixel it came from, through one `scatter` with constant positions
+/// (entries landing in the padding are dropped).
+pub(super) fn col2im(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    let output = args.ints("output_size")?;
+    let kernel = args.ints("kernel_size")?;
+    let dilation = args.ints("dilation")?;
+    let padding = args.ints("padding")?;
+    let stride = args.ints("stride")?;
+    let pairs = [&output, &kernel, &dilation, &padding, &stride];
+    if pairs.iter().any(|values| values.len() != 2) || stride.iter().chain(&dilation).any(|&v| v < 1) {
+        return Err(cx.bad("output_size, kernel_size, dilation, padding and stride need two values each"));
+    }
+    let mut sizes = cx.static_dims(x, "col2im")?.to_vec();
+    let batched = sizes.len() == 3;
+    if !batched {
+        sizes.insert(0, 1);
+    }
+    let (n, rows, length) = (sizes[0], sizes[1], sizes[2]);
+    let per_channel = kernel[0] * kernel[1];
+    let blocks: Vec<i64> =
+        (0..2).map(|d| (output[d] + 2 * padding[d] - dilation[d] * (kernel[d] - 1) - 1) / stride[d] + 1).collect();
+    if rows % per_channel != 0 || blocks[0] * blocks[1] != length {
+        return Err(cx.bad(format!("cannot fold {} into {output:?} with kernel {kernel:?}", cx.ty(x))));
+    }
+    let channels = rows / per_channel;
+    let x = cx.reshape(x, Shape::from_static(&[n, channels, per_channel * length]))?;
+    // [N, C, K*L] -> [K*L, N, C]: the scattered dim first.
+    let x = cx.transpose(x, &[2, 0, 1])?;
+    let (mut kept, mut targets) = (vec![], vec![]);
+    for k in 0..per_channel {
+        let (ki, kj) = (k / kernel[1], k % kernel[1]);
+        for l in 0..length {
+            let (bi, bj) = (l / blocks[1], l % blocks[1]);
+            let h = bi * stride[0] - padding[0] + ki * dilation[0];
+            let w = bj * stride[1] - padding[1] + kj * dilation[1];
+            if (0..output[0]).contains(&h) && (0..output[1]).contains(&w) {
+                kept.push(Scalar::Int(k * length + l));
+                targets.push(Scalar::Int(h * output[1] + w));
+            }
+        }
+    }
+    let dtype = cx.dtype(x);
+    let pixels = output[0] * output[1];
+    let mut out = cx.splat(dtype, Scalar::Int(0), &Shape::from_static(&[pixels, n, channels]))?;
+    if !kept.is_empty() {
+        let count = kept.len() as i64;
+        let kept = cx.literal(Literal::from_scalars(DType::I64, &[count], &kept).expect("one per entry"));
+        let updates = super::layout::gather_dim(cx, x, 0, kept)?;
+        let points = cx.literal(Literal::from_scalars(DType::I64, &[count, 1], &targets).expect("one per entry"));
+        out = scatter_points(cx, out, points, updates, ScatterKind::Combine(ReduceKind::Sum))?;
+    }
+    let out = cx.transpose(out, &[1, 2, 0])?;
+    let shape = if batched { vec![n, channels, output[0], output[1]] } else { vec![channels, output[0], output[1]] };
+    tensor(cx.reshape(out, Shape::from_static(&shape))?)
+}
