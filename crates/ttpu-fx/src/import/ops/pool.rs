@@ -389,15 +389,9 @@ pub(super) fn adaptive_avg_pool(cx: &mut Cx<'_>, args: &Args, n: usize) -> Resul
     Ok(Imported::Tensor(cx.convert(averaged, dtype)?))
 }
 
-/// `upsample_nearest{1,2,3}d.vec(input, output_size, scale_factors)`: gathers the source index
-/// PyTorch picks for each output position, `min(floor(dst * scale), in - 1)` in `f32`.
-pub(super) fn upsample_nearest(cx: &mut Cx<'_>, args: &Args, n: usize) -> Result<Imported> {
-    let x = args.tensor("input")?;
-    let sizes = cx.static_dims(x, "upsampling")?;
-    let rank = sizes.len();
-    if rank != n + 2 {
-        return Err(cx.bad(format!("expects a tensor of rank {}, found {}", n + 2, cx.ty(x))));
-    }
+/// The spatial output size of an upsampling op and its `scale_factors`, if given: `output_size`
+/// wins, else each input size times its scale, rounded down as PyTorch does.
+fn upsample_output(cx: &Cx<'_>, args: &Args, sizes: &[i64]) -> Result<(Vec<i64>, Option<Vec<f64>>)> {
     let scales: Option<Vec<f64>> = match args.get("scale_factors") {
         crate::import::args::Val::List(items) => Some(
             items
@@ -414,10 +408,23 @@ pub(super) fn upsample_nearest(cx: &mut Cx<'_>, args: &Args, n: usize) -> Result
     let output: Vec<i64> = match (args.opt_ints("output_size")?, &scales) {
         (Some(output), _) => output,
         (None, Some(scales)) => {
-            sizes[2..].iter().zip(scales).map(|(&size, &scale)| (size as f64 * scale) as i64).collect()
+            sizes[2..].iter().zip(scales).map(|(&size, &scale)| (size as f64 * scale).floor() as i64).collect()
         }
         (None, None) => return Err(cx.bad("one of output_size and scale_factors must be given")),
     };
+    Ok((output, scales))
+}
+
+/// `upsample_nearest{1,2,3}d.vec(input, output_size, scale_factors)`: gathers the source index
+/// PyTorch picks for each output position, `min(floor(dst * scale), in - 1)` in `f32`.
+pub(super) fn upsample_nearest(cx: &mut Cx<'_>, args: &Args, n: usize) -> Result<Imported> {
+    let x = args.tensor("input")?;
+    let sizes = cx.static_dims(x, "upsampling")?;
+    let rank = sizes.len();
+    if rank != n + 2 {
+        return Err(cx.bad(format!("expects a tensor of rank {}, found {}", n + 2, cx.ty(x))));
+    }
+    let (output, scales) = upsample_output(cx, args, &sizes)?;
     if output.len() != n || scales.as_ref().is_some_and(|scales| scales.len() != n) {
         return Err(cx.bad(format!("needs {n} output sizes or scale factors")));
     }
@@ -459,26 +466,7 @@ pub(super) fn upsample_bilinear(cx: &mut Cx<'_>, args: &Args) -> Result<Imported
         return Err(cx.bad(format!("expects a float tensor of rank 4, found {}", cx.ty(x))));
     }
     let align_corners = args.bool_or("align_corners", false)?;
-    let scales: Option<Vec<f64>> = match args.get("scale_factors") {
-        crate::import::args::Val::List(items) => Some(
-            items
-                .iter()
-                .map(|item| match item {
-                    crate::import::args::Val::Float(value) => Ok(*value),
-                    crate::import::args::Val::Int(value) => Ok(*value as f64),
-                    _ => Err(cx.bad("scale_factors must be numbers")),
-                })
-                .collect::<Result<_>>()?,
-        ),
-        _ => None,
-    };
-    let output: Vec<i64> = match (args.opt_ints("output_size")?, &scales) {
-        (Some(output), _) => output,
-        (None, Some(scales)) => {
-            sizes[2..].iter().zip(scales).map(|(&size, &scale)| (size as f64 * scale).floor() as i64).collect()
-        }
-        (None, None) => return Err(cx.bad("one of output_size and scale_factors must be given")),
-    };
+    let (output, scales) = upsample_output(cx, args, &sizes)?;
     if output.len() != 2 || scales.as_ref().is_some_and(|scales| scales.len() != 2) {
         return Err(cx.bad("needs 2 output sizes or scale factors"));
     }
