@@ -12,11 +12,7 @@ use std::path::{Path, PathBuf};
 use ttpu::{TensorMap, read_safetensors};
 
 /// Cases that do not match PyTorch yet: (case, reason).
-const KNOWN_FAILURES: &[(&str, &str)] = &[(
-    "nan_reductions",
-    "XLA CPU's max/min reductions and reduce_window drop NaN (fast-min-max), so amax, max.dim, argmax and \
-     max_pool2d give the largest number where PyTorch gives NaN; elementwise maximum/minimum propagate it",
-)];
+const KNOWN_FAILURES: &[(&str, &str)] = &[];
 
 fn cases() -> Vec<(String, PathBuf)> {
     let dir = common::fixtures_dir().join("ops");

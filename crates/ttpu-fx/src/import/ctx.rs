@@ -352,6 +352,25 @@ impl Cx<'_> {
         self.ok(built)
     }
 
+    /// A `Max`/`Min` reduction over `dims` that is NaN wherever its group holds a NaN, as in
+    /// PyTorch. XLA's CPU backend compiles max/min with fast min/max by default and drops NaN, so
+    /// the NaN is put back explicitly; other kinds and non-float types reduce plainly.
+    pub(crate) fn reduce_propagating_nan(
+        &mut self,
+        value: ValueId,
+        kind: ReduceKind,
+        dims: &[usize],
+    ) -> Result<ValueId> {
+        let reduced = self.reduce(value, kind, dims)?;
+        if !matches!(kind, ReduceKind::Max | ReduceKind::Min) || !self.dtype(value).is_float() || dims.is_empty() {
+            return Ok(reduced);
+        }
+        let is_nan = self.compare(CompareDirection::Ne, value, value)?;
+        let any_nan = self.reduce(is_nan, ReduceKind::Or, dims)?;
+        let nan = self.splat(self.dtype(value), Scalar::Float(f64::NAN), &self.shape(reduced))?;
+        self.select(any_nan, nan, reduced)
+    }
+
     /// Reduces `dims` and keeps them as size 1 when `keepdim`.
     pub(crate) fn reduce_keep(
         &mut self,

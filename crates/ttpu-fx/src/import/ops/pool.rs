@@ -138,7 +138,15 @@ pub(super) fn max_pool_with_indices(cx: &mut Cx<'_>, args: &Args, n: usize) -> R
     }
     let pool = Pool::new(cx, args, x, n, true)?;
     let built = cx.b.reduce_window(x, ReduceKind::Max, pool.window());
-    let values = cx.ok(built)?;
+    let mut values = cx.ok(built)?;
+    if dtype.is_float() {
+        // XLA's CPU max drops NaN (fast min/max); PyTorch's pooled value is NaN if its window holds one.
+        let is_nan = cx.compare(CompareDirection::Ne, x, x)?;
+        let built = cx.b.reduce_window(is_nan, ReduceKind::Or, pool.window());
+        let any_nan = cx.ok(built)?;
+        let nan = cx.splat_like(values, Scalar::Float(f64::NAN))?;
+        values = cx.select(any_nan, nan, values)?;
+    }
     let indices = max_pool_indices(cx, x, &pool)?;
     Ok(Imported::Tuple(vec![Imported::Tensor(values), Imported::Tensor(indices)]))
 }

@@ -95,7 +95,12 @@ fn mean_in(cx: &mut Cx<'_>, x: ValueId, dims: &[usize], keep: bool, dtype: DType
 pub(super) fn extremum(cx: &mut Cx<'_>, args: &Args, kind: ReduceKind) -> Result<Imported> {
     let x = args.tensor("self")?;
     let dims = reduced_dims(cx, args, x)?;
-    tensor(cx.reduce_keep(x, kind, &dims, keepdim(args)?)?)
+    let reduced = cx.reduce_propagating_nan(x, kind, &dims)?;
+    if !keepdim(args)? {
+        return tensor(reduced);
+    }
+    let kept = crate::import::ctx::keepdim_shape(&cx.shape(x), &dims);
+    tensor(cx.reshape(reduced, kept)?)
 }
 
 /// `any` / `all`: a bool reduction of `x != 0`.
@@ -141,7 +146,7 @@ pub(super) fn extremum_dim(cx: &mut Cx<'_>, args: &Args, kind: ReduceKind) -> Re
 pub(super) fn extremum_all(cx: &mut Cx<'_>, args: &Args, kind: ReduceKind) -> Result<Imported> {
     let x = args.tensor("self")?;
     let dims: Vec<usize> = (0..cx.rank(x)).collect();
-    tensor(cx.reduce(x, kind, &dims)?)
+    tensor(cx.reduce_propagating_nan(x, kind, &dims)?)
 }
 
 /// The extremum along `dim` and the first index holding it (NaN counts as the extremum).
@@ -157,7 +162,8 @@ fn extreme_and_index(
         return Ok((x, zero));
     }
     let shape = cx.shape(x);
-    let reduced = cx.reduce(x, kind, &[dim])?;
+    // With a NaN in the row the extremum is NaN, so the first NaN is also the first hit below.
+    let reduced = cx.reduce_propagating_nan(x, kind, &[dim])?;
     let kept = cx.reshape(reduced, crate::import::ctx::keepdim_shape(&shape, &[dim]))?;
     let wide = cx.broadcast_to(kept, &shape)?;
     let mut hit = cx.compare(CompareDirection::Eq, x, wide)?;
