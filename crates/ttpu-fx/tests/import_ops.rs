@@ -202,7 +202,8 @@ fn multi_output_ops() {
 
 #[test]
 fn unused_results_are_dropped() {
-    // Only the pooled values are used: the index computation is compacted away.
+    // Only the pooled values are used: the index computation is compacted away, leaving the
+    // window max and its NaN propagation (compare, or-window, NaN splat, select).
     let module = import(
         &[("x", "f32[1, 1, 4, 4]")],
         &[
@@ -212,8 +213,9 @@ fn unused_results_are_dropped() {
         &["values"],
     );
     let text = ttpu_ir::text::print(&module.graph);
-    assert_eq!(text.lines().filter(|line| line.trim_start().starts_with('%')).count(), 1, "{text}");
+    assert_eq!(text.lines().filter(|line| line.trim_start().starts_with('%')).count(), 6, "{text}");
     assert!(text.contains("reduce_window(%0) {kind = max"), "{text}");
+    assert!(!text.contains("iota"), "no index computation is left: {text}");
 }
 
 #[test]
