@@ -7,7 +7,7 @@
 
 use egg::{CostFunction, Id, Language};
 use smallvec::SmallVec;
-use ttpu_ir::{BinaryOp, Dim, Op, TensorType, UnaryOp, infer};
+use ttpu_ir::{BinaryOp, Dim, Graph, Op, TensorType, UnaryOp, infer};
 
 use crate::analysis::FuseGraph;
 use crate::lang::FNode;
@@ -56,7 +56,11 @@ fn own_cost(egraph: &FuseGraph, node: &FNode) -> Cost {
     let Some(op) = node.ir_op() else { return Cost(0) };
     let operand_types: SmallVec<[&TensorType; 4]> = node.children.iter().map(|&id| &egraph[id].data.ty).collect();
     let Ok(result) = infer(op, &operand_types) else { return Cost::INFINITE };
-    let result = &result[0];
+    op_cost(op, &operand_types, &result[0])
+}
+
+/// The cost of one op with these operand and (first) result types.
+fn op_cost(op: &Op, operand_types: &[&TensorType], result: &TensorType) -> Cost {
     let written = match op {
         Op::Constant(literal) if literal.len() > 1 && literal.splat_value().is_some() => {
             literal.dtype().byte_size() as u64
@@ -86,6 +90,18 @@ fn own_cost(egraph: &FuseGraph, node: &FNode) -> Cost {
         _ => 0,
     };
     Cost(1).add(Cost(written)).add(Cost(read)).add(Cost(flops))
+}
+
+/// The cost of a whole graph, each node counted once.
+///
+/// Extraction adds up operand trees, so a value used twice counts twice there; this is the cost the
+/// graph really has, used to check that extraction never made it more expensive.
+pub(crate) fn graph_cost(graph: &Graph) -> u64 {
+    graph.nodes().fold(0u64, |acc, (_, node)| {
+        let operand_types: SmallVec<[&TensorType; 4]> = node.operands.iter().map(|&value| graph.ty(value)).collect();
+        let result = graph.ty(node.results[0]);
+        acc.saturating_add(op_cost(&node.op, &operand_types, result).0)
+    })
 }
 
 /// The cost function handed to egg's extractor.

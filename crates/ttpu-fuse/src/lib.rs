@@ -104,8 +104,14 @@ pub fn fuse(graph: &Graph, options: &FuseOptions) -> Result<(Graph, FuseReport)>
     let locs: Vec<(egg::Id, ttpu_ir::Loc)> =
         loaded.locs.into_iter().map(|(id, loc)| (map[&runner.egraph.find(id)], loc)).collect();
     let extractor = Extractor::new(&ordered, cost::FuseCost { egraph: &ordered });
-    let fused = convert::extract(graph, &extractor, &ordered, &outputs, &locs)?;
-    ttpu_ir::verify(&fused).map_err(Error::Internal)?;
+    let extracted = convert::extract(graph, &extractor, &ordered, &outputs, &locs)?;
+    ttpu_ir::verify(&extracted).map_err(Error::Internal)?;
+    // Extraction costs trees, so a shared value can make the chosen graph dearer than the input
+    // when each node is counted once; the input is kept then, so fusing never costs more.
+    let cost_before = cost::graph_cost(graph);
+    let extracted_cost = cost::graph_cost(&extracted);
+    let (fused, cost_after) =
+        if extracted_cost <= cost_before { (extracted, extracted_cost) } else { (graph.clone(), cost_before) };
     let egraph = &runner.egraph;
 
     let rules_fired = active
@@ -137,6 +143,8 @@ pub fn fuse(graph: &Graph, options: &FuseOptions) -> Result<(Graph, FuseReport)>
         stop_reason,
         ops_before: graph.node_count(),
         ops_after: fused.node_count(),
+        cost_before,
+        cost_after,
     };
     tracing::debug!(%report, "fused");
     Ok((fused, report))

@@ -51,6 +51,10 @@ pub struct FuseReport {
     pub ops_before: usize,
     /// Nodes in the output graph.
     pub ops_after: usize,
+    /// The input graph's cost (bytes moved plus flops, each node once).
+    pub cost_before: u64,
+    /// The output graph's cost; never above `cost_before`.
+    pub cost_after: u64,
 }
 
 impl fmt::Display for FuseReport {
@@ -58,9 +62,11 @@ impl fmt::Display for FuseReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "fuse: {} -> {} ops; {} iterations ({}); e-nodes {} -> {}, e-classes {} -> {}",
+            "fuse: {} -> {} ops, cost {} -> {}; {} iterations ({}); e-nodes {} -> {}, e-classes {} -> {}",
             self.ops_before,
             self.ops_after,
+            self.cost_before,
+            self.cost_after,
             self.iterations,
             self.stop_reason,
             self.enodes_before,

@@ -38,11 +38,29 @@ fn report_summarises_the_run() {
     assert_eq!(
         report.to_string(),
         format!(
-            "fuse: 4 -> 0 ops; {} iterations (saturated); e-nodes 5 -> {}, e-classes 5 -> {}\n\
+            "fuse: 4 -> 0 ops, cost {} -> 0; {} iterations (saturated); e-nodes 5 -> {}, e-classes 5 -> {}\n\
              rules fired: neg-neg x1, transpose-transpose x1",
-            report.iterations, report.enodes_after, report.eclasses_after
+            report.cost_before, report.iterations, report.enodes_after, report.eclasses_after
         )
     );
+}
+
+/// A splat that is also an output: moving `exponential` before the broadcast adds a node (the
+/// broadcast stays for the output) but computes one element instead of six, so the graph is cheaper.
+const SHARED_SPLAT: &str = "graph @main(%0: f32[2, 3] \"x\") -> (f32[2, 3], f32[2, 3]) {
+  %1: f32[] = constant() {value = dense<1.0>}
+  %2: f32[2, 3] = broadcast_in_dim(%1) {dims = []}
+  %3: f32[2, 3] = exponential(%2)
+  return %2, %3
+}
+";
+
+#[test]
+fn cost_decides_not_op_count_and_never_rises() {
+    let graph = ttpu_ir::text::parse(SHARED_SPLAT).expect("valid IR");
+    let (_, report) = fuse(&graph, &FuseOptions::default()).expect("fuses");
+    assert_eq!((report.ops_before, report.ops_after), (3, 4));
+    assert!(report.cost_after < report.cost_before, "{report}");
 }
 
 #[test]

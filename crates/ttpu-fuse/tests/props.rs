@@ -1,11 +1,13 @@
 //! Property tests: on random small graphs built from the patterns the rules target, fuse keeps the
-//! verifier happy, the signature unchanged, never adds ops, and keeps results bit-identical (close,
-//! with fast-math) on random inputs that include NaN, infinities and signed zeros.
+//! verifier happy, the signature unchanged, never raises the graph's cost, and keeps results bit-identical (close,
+//! with fast-math) on random inputs that include NaN, infinities and signed zeros. Seeds are fixed
+//! so a run is reproducible; a failure found while developing goes into the regressions file.
 
 mod common;
 
 use common::interp::{Inputs, eval};
 use proptest::prelude::*;
+use proptest::test_runner::RngSeed;
 use ttpu_fuse::{FuseOptions, fuse};
 use ttpu_ir::{
     BinaryOp, CompareDirection, DType, DotDims, Graph, GraphBuilder, Literal, ReduceKind, Scalar, Shape, TensorType,
@@ -198,7 +200,7 @@ fn check(steps: &[Step], fast_math: bool) -> Result<(), TestCaseError> {
     let (fused, report) = fuse(&graph, &options).map_err(|error| TestCaseError::fail(error.to_string()))?;
     prop_assert!(ttpu_ir::verify(&fused).is_ok());
     prop_assert_eq!(fused.signature(), graph.signature());
-    prop_assert!(report.ops_after <= report.ops_before, "{}", report);
+    prop_assert!(report.cost_after <= report.cost_before, "{}", report);
     for seed in 0..3 {
         let inputs = Inputs::new(seed).for_graph(&graph);
         let before = eval(&graph, &inputs).map_err(TestCaseError::fail)?;
@@ -220,7 +222,7 @@ fn check(steps: &[Step], fast_math: bool) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 256, rng_seed: RngSeed::Fixed(0x7470_7531), ..ProptestConfig::default() })]
 
     #[test]
     fn exact_rules_keep_results_bit_identical(steps in prop::collection::vec(step(), 1..10)) {
@@ -229,7 +231,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 48, rng_seed: RngSeed::Fixed(0x7470_7532), ..ProptestConfig::default() })]
 
     #[test]
     fn fast_math_rules_keep_results_close(steps in prop::collection::vec(step(), 1..10)) {
