@@ -5,6 +5,7 @@
 //!   cache, checking the wheel's sha256.
 //! - `lower MODEL.fx [ARGS]` and `run MODEL.fx [ARGS]` run set-up if needed, then the `ttpu` binary.
 //! - `test` runs set-up, formatting and lint checks, then every test.
+//! - `ops-doc` regenerates `docs/ops.md` from the importer's op table.
 //!
 //! xtask links no workspace crate: it drives `cargo` and the `ttpu` binary, so it builds in seconds
 //! on a machine that has no MLIR yet.
@@ -53,6 +54,7 @@ fn main() -> Result<()> {
             setup()?;
             test()
         }
+        "ops-doc" => ops_doc(),
         "help" | "--help" | "-h" => {
             print_usage();
             Ok(())
@@ -71,7 +73,8 @@ fn print_usage() {
          setup              install LLVM/MLIR 22 packages and the CPU PJRT plugin if missing\n  \
          lower MODEL.fx     print the StableHLO of a model (extra args go to `ttpu lower`)\n  \
          run MODEL.fx       run a fixture folder's model on its inputs and check parity with its expected outputs\n  \
-         test               formatting, lints and every test"
+         test               formatting, lints and every test\n  \
+         ops-doc            regenerate docs/ops.md from the importer's op table"
     );
 }
 
@@ -239,6 +242,14 @@ fn test() -> Result<()> {
         command.env("INSTA_UPDATE", "no");
     }
     run(&mut command)
+}
+
+/// Rewrites `docs/ops.md` through the test that checks it: the data lives in `ttpu-fx`, which
+/// xtask does not link.
+fn ops_doc() -> Result<()> {
+    run(cargo().args(["test", "--quiet", "--package", "ttpu-fx", "--test", "ops_doc"]).env("TTPU_BLESS", "1"))?;
+    eprintln!("xtask: wrote docs/ops.md");
+    Ok(())
 }
 
 fn run(command: &mut Command) -> Result<()> {

@@ -1,48 +1,58 @@
 //! The compile cache: executables keyed by the structure of the graph they run.
 //!
-//! The key ([`cache_key`]) is canonical text: input types, then every node's op with all its
-//! attributes and constant bytes and its operands numbered densely (inputs first, then results in
-//! node order, as the IR printer numbers them), then the outputs. It captures ops, attributes,
-//! shapes and dtypes and nothing about input values; result types follow from those by
-//! inference. The whole text is the key, so two graphs never share an entry by a hash collision.
-//! It is built without the IR printer's per-value allocations because a warm DeferAndFuse read
-//! pays for it on every materialization.
+//! A graph's structure is its input types, then every node's op (with all its attributes and
+//! constant bytes) and the definitions its operands read (input `n` or result `k` of node `i`),
+//! then the outputs' definitions. It captures ops, attributes, shapes and dtypes and nothing about
+//! input values; result types follow from those by inference.
 //!
-//! In memory the cache keeps at most `capacity` executables and evicts the least recently used.
-//! On disk (optional) each entry is one file written to a temporary name and renamed into place,
-//! so readers see a whole file or none; the file repeats the key and carries a checksum, and an
+//! In memory, entries are found by a 64-bit hash of the structure ([`StructureHasher`]), which
+//! the device updates node by node while ops are recorded, so a warm read does not walk the graph
+//! to make a key. A hash alone could collide, so every entry keeps the graph it was compiled from
+//! and a hit is only taken when [`same_structure`] confirms it node for node: equal hashes of
+//! different graphs cost a comparison, never a wrong executable. The cache keeps at most
+//! `capacity` executables and evicts the least recently used.
+//!
+//! On disk (optional) the key is the canonical structural text ([`cache_key`]), built only on a
+//! memory miss. Each entry is one file written to a temporary name and renamed into place, so
+//! readers see a whole file or none; the file repeats the key and carries a checksum, and an
 //! entry that is torn, stale or for another key is ignored and recompiled, never trusted.
 
 use std::collections::HashMap;
 use std::fs;
+use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use std::fmt::Write;
 
-use ttpu_ir::Graph;
+use ttpu_ir::{EntityId, Graph, Node, NodeId, Op, TensorType, ValueId};
 use ttpu_pjrt::{Client, LoadedExecutable};
 
 /// First bytes of a disk entry; the digit changes whenever the layout does.
 const MAGIC: &[u8; 8] = b"TTPUEXE1";
 
-/// Executables by graph text, least recently used evicted first.
+/// Executables by structure hash, each with the graph it runs; least recently used evicted first.
 pub(crate) struct CompileCache {
     capacity: usize,
-    entries: HashMap<String, Entry>,
+    /// Entries by structure hash. A bucket holds more than one entry only when different
+    /// structures share a hash.
+    entries: HashMap<u64, Vec<Entry>>,
+    len: usize,
     tick: u64,
     disk: Option<DiskCache>,
 }
 
 struct Entry {
+    /// The graph compiled, kept to confirm hits exactly (see [`same_structure`]).
+    graph: Graph,
     executable: Arc<LoadedExecutable>,
     last_used: u64,
 }
 
 impl CompileCache {
     pub(crate) fn new(capacity: usize) -> CompileCache {
-        CompileCache { capacity, entries: HashMap::new(), tick: 0, disk: None }
+        CompileCache { capacity, entries: HashMap::new(), len: 0, tick: 0, disk: None }
     }
 
     pub(crate) fn set_capacity(&mut self, capacity: usize) {
@@ -59,32 +69,219 @@ impl CompileCache {
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.entries.len()
+        self.len
     }
 
-    pub(crate) fn get(&mut self, key: &str) -> Option<Arc<LoadedExecutable>> {
+    /// The executable compiled for a graph of `graph`'s structure, whose hash is `hash`.
+    pub(crate) fn get(&mut self, hash: u64, graph: &Graph) -> Option<Arc<LoadedExecutable>> {
         self.tick += 1;
-        let entry = self.entries.get_mut(key)?;
+        let entry = self.entries.get_mut(&hash)?.iter_mut().find(|entry| same_structure(&entry.graph, graph))?;
         entry.last_used = self.tick;
         Some(Arc::clone(&entry.executable))
     }
 
-    pub(crate) fn insert(&mut self, key: String, executable: Arc<LoadedExecutable>) {
+    /// Keeps `executable` for graphs of `graph`'s structure; `hash` must be its structure hash.
+    pub(crate) fn insert(&mut self, hash: u64, graph: Graph, executable: Arc<LoadedExecutable>) {
         self.tick += 1;
-        self.entries.insert(key, Entry { executable, last_used: self.tick });
+        let bucket = self.entries.entry(hash).or_default();
+        if let Some(entry) = bucket.iter_mut().find(|entry| same_structure(&entry.graph, &graph)) {
+            entry.executable = executable;
+            entry.last_used = self.tick;
+        } else {
+            bucket.push(Entry { graph, executable, last_used: self.tick });
+            self.len += 1;
+        }
         self.evict();
     }
 
     fn evict(&mut self) {
         // Eviction scans every entry; caches hold hundreds of graphs at most and a scan is far
         // cheaper than the compile that preceded it.
-        while self.entries.len() > self.capacity {
-            let Some(oldest) = self.entries.iter().min_by_key(|(_, entry)| entry.last_used).map(|(key, _)| key.clone())
-            else {
+        while self.len > self.capacity {
+            let oldest = self
+                .entries
+                .iter()
+                .flat_map(|(&hash, bucket)| bucket.iter().enumerate().map(move |(index, entry)| (hash, index, entry)))
+                .min_by_key(|(_, _, entry)| entry.last_used)
+                .map(|(hash, index, _)| (hash, index));
+            let Some((hash, index)) = oldest else {
                 return;
             };
-            self.entries.remove(&oldest);
+            if let Some(bucket) = self.entries.get_mut(&hash) {
+                bucket.swap_remove(index);
+                if bucket.is_empty() {
+                    self.entries.remove(&hash);
+                }
+            }
+            self.len -= 1;
         }
+    }
+}
+
+/// Whether `a` and `b` have the same structure (see the module docs): same input types, and node
+/// for node the same op with the same attributes reading the same definitions, and the same
+/// outputs. Names and locations are ignored. Node ids are dense creation order in every graph
+/// the device runs, so definitions compare directly without renumbering.
+pub(crate) fn same_structure(a: &Graph, b: &Graph) -> bool {
+    let same_defs = |x: &[ValueId], y: &[ValueId]| {
+        x.len() == y.len() && x.iter().zip(y).all(|(&x, &y)| a.value(x).def == b.value(y).def)
+    };
+    a.inputs.len() == b.inputs.len()
+        && a.node_count() == b.node_count()
+        && a.inputs.iter().zip(&b.inputs).all(|(&x, &y)| a.ty(x) == b.ty(y))
+        && a.nodes().zip(b.nodes()).all(|((_, x), (_, y))| {
+            // `Op`'s equality compares constants byte for byte (`Literal` holds raw bytes), so
+            // `-0.0` and `0.0`, or two NaN payloads, stay different structures.
+            x.results.len() == y.results.len() && x.op == y.op && same_defs(&x.operands, &y.operands)
+        })
+        && same_defs(&a.outputs, &b.outputs)
+}
+
+/// Hashes a graph's structure in the order [`same_structure`] compares it, so that graphs of one
+/// structure always hash alike. Inputs and nodes are hashed in separate streams because the
+/// device adds inputs lazily, between nodes, while recording; [`StructureHasher::finish`] joins
+/// them with the outputs.
+#[derive(Clone, Debug)]
+pub(crate) struct StructureHasher {
+    inputs: FxHasher,
+    nodes: FxHasher,
+    /// Nodes of the graph hashed so far (a prefix in creation order).
+    hashed_nodes: usize,
+}
+
+impl Default for StructureHasher {
+    fn default() -> Self {
+        StructureHasher { inputs: FxHasher::default(), nodes: FxHasher::default(), hashed_nodes: 0 }
+    }
+}
+
+impl StructureHasher {
+    /// The structure hash of all of `graph`.
+    pub(crate) fn of(graph: &Graph) -> u64 {
+        let mut hasher = StructureHasher::default();
+        for &input in &graph.inputs {
+            hasher.add_input(graph.ty(input));
+        }
+        hasher.catch_up(graph);
+        hasher.finish(graph, &graph.outputs)
+    }
+
+    /// Adds the next input of the graph, of type `ty`.
+    pub(crate) fn add_input(&mut self, ty: &TensorType) {
+        ty.hash(&mut self.inputs);
+    }
+
+    /// Adds the nodes of `graph` not hashed yet.
+    pub(crate) fn catch_up(&mut self, graph: &Graph) {
+        // Indexed, not `nodes().skip(..)`: skipping walks the whole prefix, which made recording
+        // quadratic in the pending graph's size.
+        for index in self.hashed_nodes..graph.node_count() {
+            hash_node(graph, graph.node(NodeId::new(index)), &mut self.nodes);
+        }
+        self.hashed_nodes = graph.node_count();
+    }
+
+    /// The hash of the graph hashed so far when it returns `outputs`. Every node must have been
+    /// added ([`catch_up`](Self::catch_up)).
+    pub(crate) fn finish(&self, graph: &Graph, outputs: &[ValueId]) -> u64 {
+        let mut hasher = self.nodes.clone();
+        hasher.write_u64(self.inputs.finish());
+        hasher.write_usize(self.hashed_nodes);
+        hasher.write_usize(outputs.len());
+        for &output in outputs {
+            graph.value(output).def.hash(&mut hasher);
+        }
+        hasher.finish()
+    }
+}
+
+fn hash_node(graph: &Graph, node: &Node, hasher: &mut FxHasher) {
+    hash_op(&node.op, hasher);
+    hasher.write_usize(node.operands.len());
+    for &operand in &node.operands {
+        graph.value(operand).def.hash(hasher);
+    }
+}
+
+/// Hashes the op's kind and the attributes of the common ops. The rest are told apart by
+/// [`same_structure`] on a hit; leaving them out only makes their hashes coarser, and keeps this
+/// function correct for ops added to the IR later.
+fn hash_op(op: &Op, hasher: &mut FxHasher) {
+    std::mem::discriminant(op).hash(hasher);
+    match op {
+        Op::Constant(literal) => {
+            literal.dtype().hash(hasher);
+            literal.dims().hash(hasher);
+            hasher.write(literal.bytes());
+        }
+        Op::Iota { dimension, dtype, shape } => (dimension, dtype, shape).hash(hasher),
+        Op::Unary(unary) => unary.hash(hasher),
+        Op::Binary(binary) => binary.hash(hasher),
+        Op::Compare(direction) => direction.hash(hasher),
+        Op::Convert(dtype) => dtype.hash(hasher),
+        Op::Reshape(shape) => shape.hash(hasher),
+        Op::Transpose(permutation) => permutation.hash(hasher),
+        Op::BroadcastInDim { dims, shape } => (dims, shape).hash(hasher),
+        Op::Slice { start, limit, strides } => (start, limit, strides).hash(hasher),
+        Op::Concatenate(dimension) => dimension.hash(hasher),
+        Op::Reduce { kind, dimensions } => (kind, dimensions).hash(hasher),
+        Op::DotGeneral(dims) => dims.hash(hasher),
+        _ => {}
+    }
+}
+
+/// A multiply-rotate hash over machine words (the scheme of rustc's `FxHasher`): a few cycles per
+/// word, which matters because a warm read hashes every node. It is not collision resistant;
+/// [`same_structure`] makes the cache exact regardless.
+#[derive(Clone, Debug, Default)]
+struct FxHasher {
+    hash: u64,
+}
+
+impl FxHasher {
+    const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+
+    fn add(&mut self, word: u64) {
+        self.hash = (self.hash.rotate_left(5) ^ word).wrapping_mul(Self::SEED);
+    }
+}
+
+impl Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(chunk);
+            self.add(u64::from_le_bytes(word));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut word = [0u8; 8];
+            word[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(word));
+        }
+        // The length keeps `[1]` and `[1, 0]` apart, whose padded words are equal.
+        self.add(bytes.len() as u64);
+    }
+
+    fn write_u8(&mut self, value: u8) {
+        self.add(u64::from(value));
+    }
+
+    fn write_u32(&mut self, value: u32) {
+        self.add(u64::from(value));
+    }
+
+    fn write_u64(&mut self, value: u64) {
+        self.add(value);
+    }
+
+    fn write_usize(&mut self, value: usize) {
+        self.add(value as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        self.hash
     }
 }
 
@@ -185,7 +382,10 @@ fn fnv1a(parts: &[&[u8]]) -> u64 {
     hash
 }
 
-/// The canonical structural text of `graph` (see the module docs).
+/// The canonical structural text of `graph`, the disk cache's key: input types, then every
+/// node's op with all its attributes and constant bytes and its operands numbered densely (inputs
+/// first, then results in node order, as the IR printer numbers them), then the outputs. The
+/// whole text is the key, so two graphs never share a disk entry by a hash collision.
 pub(crate) fn cache_key(graph: &Graph) -> String {
     let mut numbers = vec![u32::MAX; graph.value_count()];
     let mut next = 0u32;

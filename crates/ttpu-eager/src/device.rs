@@ -21,7 +21,7 @@ use smallvec::SmallVec;
 use ttpu_ir::{Graph, GraphBuilder, ValueId};
 use ttpu_pjrt::{Buffer, Client, Plugin};
 
-use crate::cache::{CompileCache, DiskCache, cache_key};
+use crate::cache::{CompileCache, DiskCache, StructureHasher, cache_key};
 use crate::tensor::{Data, TensorNode};
 use crate::{Error, Result, Tensor};
 
@@ -99,6 +99,9 @@ pub(crate) struct State {
     input_of_buffer: HashMap<usize, ValueId>,
     /// Tensors recorded in this epoch; dead ones are skipped when materializing.
     recorded: Vec<Weak<TensorNode>>,
+    /// The structure hash of the pending graph, kept up to date as ops are recorded so that a
+    /// read whose program is the whole pending graph finds its executable without walking it.
+    structure: StructureHasher,
 }
 
 impl State {
@@ -111,6 +114,7 @@ impl State {
             inputs: Vec::new(),
             input_of_buffer: HashMap::new(),
             recorded: Vec::new(),
+            structure: StructureHasher::default(),
         }
     }
 
@@ -126,6 +130,7 @@ impl State {
                     return Ok(value);
                 }
                 let value = self.builder.input(tensor.node.ty.clone(), None);
+                self.structure.add_input(&tensor.node.ty);
                 self.inputs.push(Arc::clone(buffer));
                 self.input_of_buffer.insert(address, value);
                 Ok(value)
@@ -289,13 +294,17 @@ impl Device {
         let mut state = self.state()?;
         let values =
             operands.iter().map(|operand| state.value_of(operand)).collect::<Result<SmallVec<[ValueId; 4]>>>()?;
-        let value = build(&mut state.builder, &values)?;
+        let built = build(&mut state.builder, &values);
+        // Nodes of a failed build stay in the graph (unused), so they are hashed either way.
+        let state = &mut *state;
+        state.structure.catch_up(state.builder.graph());
+        let value = built?;
         let ty = state.builder.ty(value).clone();
         let data = Data::Pending { epoch: state.epoch, value };
         let node = Arc::new(TensorNode { device: self.clone(), ty, data: Mutex::new(data) });
         state.recorded.push(Arc::downgrade(&node));
         if state.mode != Mode::DeferAndFuse || state.builder.graph().node_count() > state.pending_limit {
-            self.materialize(&mut state)?;
+            self.materialize(state)?;
         }
         Ok(Tensor { node })
     }
@@ -322,13 +331,17 @@ impl Device {
             // When every node and input is needed (a chain of ops whose intermediates died), the
             // pending graph is the program: take it instead of rebuilding it node by node.
             let taken = needed.is_everything(state.builder.graph());
-            let (graph, used_inputs) = if taken {
+            let (graph, used_inputs, hash) = if taken {
+                state.structure.catch_up(state.builder.graph());
+                let hash = state.structure.finish(state.builder.graph(), &outputs);
                 let input_count = state.builder.graph().inputs.len();
-                (std::mem::take(&mut state.builder).finish(&outputs), (0..input_count).collect())
+                (std::mem::take(&mut state.builder).finish(&outputs), (0..input_count).collect(), hash)
             } else {
-                needed.extract(state.builder.graph(), &outputs)?
+                let (graph, used_inputs) = needed.extract(state.builder.graph(), &outputs)?;
+                let hash = StructureHasher::of(&graph);
+                (graph, used_inputs, hash)
             };
-            let results = self.run(&graph, &used_inputs, &state.inputs);
+            let results = self.run(&graph, hash, &used_inputs, &state.inputs);
             let results = match results {
                 Ok(results) => results,
                 Err(error) => {
@@ -350,9 +363,10 @@ impl Device {
         Ok(())
     }
 
-    /// Compiles `graph` if needed and executes it on the pending inputs `used_inputs`.
-    fn run(&self, graph: &Graph, used_inputs: &[usize], inputs: &[Arc<Buffer>]) -> Result<Vec<Buffer>> {
-        let executable = self.executable(graph)?;
+    /// Compiles `graph` (whose structure hash is `hash`) if needed and executes it on the pending
+    /// inputs `used_inputs`.
+    fn run(&self, graph: &Graph, hash: u64, used_inputs: &[usize], inputs: &[Arc<Buffer>]) -> Result<Vec<Buffer>> {
+        let executable = self.executable(graph, hash)?;
         let args: Vec<&Buffer> = used_inputs.iter().map(|&index| &*inputs[index]).collect();
         let results = executable.execute(&args)?;
         self.inner.counters.executions.fetch_add(1, Ordering::Relaxed);
@@ -360,29 +374,30 @@ impl Device {
     }
 
     /// The executable of `graph`: from memory, from disk, or compiled now.
-    fn executable(&self, graph: &Graph) -> Result<Arc<ttpu_pjrt::LoadedExecutable>> {
+    fn executable(&self, graph: &Graph, hash: u64) -> Result<Arc<ttpu_pjrt::LoadedExecutable>> {
         let counters = &self.inner.counters;
-        let key = cache_key(graph);
         let mut cache = self.inner.cache.lock()?;
-        if let Some(executable) = cache.get(&key) {
+        if let Some(executable) = cache.get(hash, graph) {
             counters.cache_hits.fetch_add(1, Ordering::Relaxed);
             return Ok(executable);
         }
         let client = &self.inner.client;
-        if let Some(executable) = cache.disk().and_then(|disk| disk.load(client, &key)) {
+        // The disk key is text, built only now: a memory hit never pays for it.
+        let key = cache.disk().map(|_| cache_key(graph));
+        if let Some(executable) = cache.disk().zip(key.as_deref()).and_then(|(disk, key)| disk.load(client, key)) {
             counters.disk_hits.fetch_add(1, Ordering::Relaxed);
             let executable = Arc::new(executable);
-            cache.insert(key, Arc::clone(&executable));
+            cache.insert(hash, graph.clone(), Arc::clone(&executable));
             return Ok(executable);
         }
         let mlir = ttpu_stablehlo::lower(&fused(graph))?;
         let executable = client.compile(&mlir)?;
         counters.compiles.fetch_add(1, Ordering::Relaxed);
-        if let Some(disk) = cache.disk() {
-            disk.store(&key, &executable);
+        if let Some((disk, key)) = cache.disk().zip(key.as_deref()) {
+            disk.store(key, &executable);
         }
         let executable = Arc::new(executable);
-        cache.insert(key, Arc::clone(&executable));
+        cache.insert(hash, graph.clone(), Arc::clone(&executable));
         Ok(executable)
     }
 }

@@ -78,6 +78,7 @@ pub(crate) fn element_type(dtype: DType) -> ElementType {
         DType::I16 => ElementType::S16,
         DType::I8 => ElementType::S8,
         DType::U8 => ElementType::U8,
+        DType::U64 => ElementType::U64,
         DType::Bool => ElementType::Pred,
     }
 }

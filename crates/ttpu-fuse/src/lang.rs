@@ -64,6 +64,9 @@ fn hash_op(op: &Op, hasher: &mut impl Hasher) {
         Op::Convolution(dims) => dims.hash(hasher),
         Op::Gather(dims) => dims.hash(hasher),
         Op::Scatter(dims) => dims.hash(hasher),
+        // The state is an operand, so two generators merge only when their states are the same
+        // e-class: equal states give equal bits.
+        Op::RngBitGenerator { algorithm, dtype, shape } => (algorithm, dtype, shape).hash(hasher),
     }
 }
 

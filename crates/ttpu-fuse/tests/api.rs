@@ -91,3 +91,32 @@ fn an_invalid_graph_is_refused() {
         "cannot fuse an invalid graph: the graph is invalid: output %0 is not defined; output %1 is not defined"
     );
 }
+
+#[test]
+fn random_bit_generators_merge_only_with_equal_states() {
+    // Two generators with different states give different bits and must both survive, with fast
+    // math too; two with the same state (and attributes) give the same bits and may merge.
+    let graph = ttpu_ir::text::parse(
+        "graph @main() -> (u64[4], u64[4], u64[4]) {
+  %0: u64[2] = constant() {value = dense<[1, 2]>}
+  %1: u64[2] = constant() {value = dense<[1, 3]>}
+  %2: u64[4] = rng_bit_generator(%0) {algorithm = THREE_FRY}
+  %3: u64[4] = rng_bit_generator(%1) {algorithm = THREE_FRY}
+  %4: u64[4] = rng_bit_generator(%0) {algorithm = THREE_FRY}
+  %5: u64[4] = xor(%2, %3)
+  %6: u64[4] = xor(%2, %4)
+  return %5, %6, %3
+}
+",
+    )
+    .expect("valid IR");
+    for fast_math in [false, true] {
+        let options = FuseOptions { fast_math, ..FuseOptions::default() };
+        let (fused, _) = fuse(&graph, &options).expect("fuses");
+        let generators: Vec<_> =
+            fused.nodes().filter(|(_, node)| node.op.mnemonic() == "rng_bit_generator").map(|(_, node)| node).collect();
+        assert_eq!(generators.len(), 2, "{}", ttpu_ir::text::print(&fused));
+        assert_ne!(generators[0].operands[0], generators[1].operands[0]);
+        ttpu_ir::verify(&fused).expect("verifies");
+    }
+}

@@ -74,6 +74,18 @@ pub enum Error {
         /// The node's name.
         node: String,
     },
+    /// The op is deliberately not supported; the reason comes from the ops table's notes.
+    #[error("{at}: op `{op}` at node `{node}` is not supported: {reason}")]
+    OpNotSupported {
+        /// The call.
+        at: Location,
+        /// The overload.
+        op: String,
+        /// The node's name.
+        node: String,
+        /// Why it cannot be imported.
+        reason: String,
+    },
     /// The op is known but these arguments are not (a wrong count, kind or value).
     #[error("{at}: `{op}` at node `{node}`: {message}")]
     BadArguments {
@@ -125,6 +137,7 @@ impl Error {
             Error::Syntax { at, .. }
             | Error::UndefinedName { at, .. }
             | Error::UnsupportedOp { at, .. }
+            | Error::OpNotSupported { at, .. }
             | Error::BadArguments { at, .. }
             | Error::TypeMismatch { at, .. }
             | Error::Signature { at, .. }

@@ -12,6 +12,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod ast;
+pub mod coverage;
 mod error;
 mod import;
 mod lexer;

@@ -1000,7 +1000,8 @@ fn fx_type(cur: &mut Cursor<'_>, text: &str) -> Result<FxType> {
             Err(error) => Err(error),
         };
     }
-    let Ok(dtype) = cur.text(token).parse::<DType>() else {
+    // `u64` exists in the IR for random bits only; PyTorch's uint64 tensors are not supported.
+    let Some(dtype) = cur.text(token).parse::<DType>().ok().filter(|dtype| *dtype != DType::U64) else {
         return Err(cur.error(token, EXPECTED_DTYPE_CODE));
     };
     cur.bump();

@@ -50,7 +50,7 @@ fn error_fixtures_that_parse_fail_import_with_expected_messages() {
         }
         checked.push(name);
     }
-    for required in ["unknown_op", "type_mismatch", "signature_missing_input"] {
+    for required in ["unknown_op", "type_mismatch", "signature_missing_input", "nonzero", "local_scalar_dense"] {
         assert!(checked.iter().any(|name| name == required), "{required}.fx was not checked: {checked:?}");
     }
 }
@@ -64,6 +64,17 @@ fn error_variants_and_locations() {
             assert_eq!((at.line, at.col), (9, 34), "the location is the call target");
         }
         other => panic!("expected UnsupportedOp, got {other:?}"),
+    }
+    // Data-dependent shapes and host reads are refused with the reason from the ops table's notes.
+    for (name, op) in [("nonzero", "aten.nonzero.default"), ("local_scalar_dense", "aten._local_scalar_dense.default")]
+    {
+        match load_error(name) {
+            Error::OpNotSupported { op: found, reason, .. } => {
+                assert_eq!(found, op);
+                assert!(!reason.is_empty());
+            }
+            other => panic!("expected OpNotSupported, got {other:?}"),
+        }
     }
     match load_error("type_mismatch") {
         Error::TypeMismatch { node, annotated, inferred, .. } => {

@@ -46,7 +46,7 @@ fn load_symbolic_or_smallest(name: &str) -> Module {
                 .iter()
                 .map(|constraint| (constraint.symbol.clone(), constraint.min))
                 .collect();
-            ttpu_fx::import(&program, &ImportOptions { symbol_values })
+            ttpu_fx::import(&program, &ImportOptions { symbol_values, ..ImportOptions::default() })
                 .unwrap_or_else(|error| panic!("{shown} does not import at its smallest sizes: {error}"))
         }
         Err(error) => panic!("{shown} does not import: {error}"),

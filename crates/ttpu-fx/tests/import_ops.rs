@@ -377,3 +377,55 @@ fn slicing_a_symbolic_dim_to_its_own_size_is_the_identity() {
     let module = ttpu_fx::load(&source, "inline.fx", &options).unwrap_or_else(|error| panic!("{error}"));
     assert_eq!(module.signature.outputs[0].ty.to_string(), "f32[5, 2]");
 }
+
+#[test]
+fn arange_with_a_symbolic_end() {
+    // `arange(x.size(1))` (position ids in Hugging Face models) has the bare symbol as its length
+    // and stays symbolic; a dtype applies as for literal ends.
+    let body = [
+        r#"sym_size_int: "Sym(s0)" = torch.ops.aten.sym_size.int(x, 0)"#,
+        r#"arange: "i64[s0]" = torch.ops.aten.arange.default(sym_size_int, device = device(type='cpu'), pin_memory = False)"#,
+        r#"arange_1: "f32[s0]" = torch.ops.aten.arange.start_step(0, sym_size_int, 1, dtype = torch.float32)"#,
+        // The step left out, as torch.export prints `torch.arange(x.shape[1])`.
+        r#"arange_2: "i64[s0]" = torch.ops.aten.arange.start_step(0, sym_size_int, layout = torch.strided, device = device(type='cpu'), pin_memory = False)"#,
+    ];
+    let source = program(&[("x", "f32[s0, 4]")], &body, &["arange", "arange_1", "arange_2"], "{s0: VR[2, 64]}");
+    let module =
+        ttpu_fx::load(&source, "inline.fx", &ImportOptions::default()).unwrap_or_else(|error| panic!("{error}"));
+    ttpu_ir::verify(&module.graph).expect("valid IR");
+    let types: Vec<String> = module.signature.outputs.iter().map(|output| output.ty.to_string()).collect();
+    assert_eq!(types, ["i64[s0]", "f32[s0]", "i64[s0]"]);
+
+    // Lengths that are not a bare symbol (`s0 - 2`, `(s0 + 1)//3`, `s0` counted down) and a
+    // symbolic start need the symbol's value; with it they are ordinary aranges.
+    let cases = [
+        ("i64[s0 - 2]", "aten.arange.start(2, sym_size_int)", "i64[3]"),
+        ("i64[((s0 + 1)//3)]", "aten.arange.start_step(1, sym_size_int, 3)", "i64[2]"),
+        ("i64[s0 - 2]", "aten.arange.start_step(sym_size_int, 2, -1)", "i64[3]"),
+        ("i64[10 - s0]", "aten.arange.start(sym_size_int, 10)", "i64[5]"),
+    ];
+    for (ty, call, concrete) in cases {
+        let body = [
+            r#"sym_size_int: "Sym(s0)" = torch.ops.aten.sym_size.int(x, 0)"#.to_owned(),
+            format!(r#"out: "{ty}" = torch.ops.{call}"#),
+        ];
+        let body: Vec<&str> = body.iter().map(String::as_str).collect();
+        let source = program(&[("x", "f32[s0, 4]")], &body, &["out"], "{s0: VR[2, 64]}");
+        let error = ttpu_fx::load(&source, "inline.fx", &ImportOptions::default()).expect_err(call);
+        assert!(matches!(error, Error::DynamicDims { .. }), "{call}: {error}");
+        let mut options = ImportOptions::default();
+        options.symbol_values.insert("s0".into(), 5);
+        let module = ttpu_fx::load(&source, "inline.fx", &options).unwrap_or_else(|error| panic!("{call}: {error}"));
+        assert_eq!(module.signature.outputs[0].ty.to_string(), concrete, "{call}");
+    }
+
+    // A zero step is refused whatever the end.
+    let body = [
+        r#"sym_size_int: "Sym(s0)" = torch.ops.aten.sym_size.int(x, 0)"#,
+        r#"out: "i64[s0]" = torch.ops.aten.arange.start_step(0, sym_size_int, 0)"#,
+    ];
+    let source = program(&[("x", "f32[s0, 4]")], &body, &["out"], "{s0: VR[2, 64]}");
+    let error = ttpu_fx::load(&source, "inline.fx", &ImportOptions::default()).expect_err("zero step");
+    assert!(matches!(error, Error::BadArguments { .. }), "{error}");
+    assert!(error.to_string().contains("nonzero step"), "{error}");
+}

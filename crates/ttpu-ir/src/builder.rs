@@ -7,8 +7,8 @@ use smallvec::SmallVec;
 
 use crate::infer::{InferError, infer};
 use crate::{
-    BinaryOp, CompareDirection, ConvDims, DType, DotDims, GatherDims, Graph, Literal, Loc, Op, ReduceKind, ScatterDims,
-    Shape, TensorType, UnaryOp, ValueId, Window,
+    BinaryOp, CompareDirection, ConvDims, DType, DotDims, GatherDims, Graph, Literal, Loc, Op, ReduceKind,
+    RngAlgorithm, ScatterDims, Shape, TensorType, UnaryOp, ValueId, Window,
 };
 
 /// Builds a [`Graph`] node by node.
@@ -173,5 +173,10 @@ impl GraphBuilder {
     /// Scatter.
     pub fn scatter(&mut self, operand: ValueId, indices: ValueId, updates: ValueId, dims: ScatterDims) -> Built {
         self.op(Op::Scatter(dims), &[operand, indices, updates])
+    }
+
+    /// Random bits of type `ty` (`u64`, static shape) from a `u64` `state`.
+    pub fn rng_bit_generator(&mut self, algorithm: RngAlgorithm, state: ValueId, ty: TensorType) -> Built {
+        self.op(Op::RngBitGenerator { algorithm, dtype: ty.dtype, shape: ty.shape }, &[state])
     }
 }

@@ -27,13 +27,17 @@ pub enum DType {
     I8,
     /// Unsigned 8-bit integer.
     U8,
+    /// Unsigned 64-bit integer: the state and the bits of `rng_bit_generator` (XLA needs both
+    /// unsigned). Literal elements hold the bit pattern in [`crate::Scalar::Int`], and the IR text
+    /// spells them that way: values of 2^63 and above print as negative numbers.
+    U64,
     /// Boolean (one byte per element, 0 or 1).
     Bool,
 }
 
 impl DType {
     /// Every dtype, in a fixed order.
-    pub const ALL: [DType; 10] = [
+    pub const ALL: [DType; 11] = [
         DType::F64,
         DType::F32,
         DType::F16,
@@ -43,6 +47,7 @@ impl DType {
         DType::I16,
         DType::I8,
         DType::U8,
+        DType::U64,
         DType::Bool,
     ];
 
@@ -58,6 +63,7 @@ impl DType {
             DType::I16 => "i16",
             DType::I8 => "i8",
             DType::U8 => "u8",
+            DType::U64 => "u64",
             DType::Bool => "bool",
         }
     }
@@ -65,7 +71,7 @@ impl DType {
     /// Bytes per element in a dense host buffer.
     pub fn byte_size(self) -> usize {
         match self {
-            DType::F64 | DType::I64 => 8,
+            DType::F64 | DType::I64 | DType::U64 => 8,
             DType::F32 | DType::I32 => 4,
             DType::F16 | DType::BF16 | DType::I16 => 2,
             DType::I8 | DType::U8 | DType::Bool => 1,
@@ -79,7 +85,7 @@ impl DType {
 
     /// Whether this is an integer type (bool excluded).
     pub fn is_integer(self) -> bool {
-        matches!(self, DType::I64 | DType::I32 | DType::I16 | DType::I8 | DType::U8)
+        matches!(self, DType::I64 | DType::I32 | DType::I16 | DType::I8 | DType::U8 | DType::U64)
     }
 
     /// Whether this is a signed integer type.
@@ -118,6 +124,7 @@ impl FromStr for DType {
             "i16" => DType::I16,
             "i8" => DType::I8,
             "u8" | "ui8" => DType::U8,
+            "u64" => DType::U64,
             "bool" | "b8" => DType::Bool,
             _ => return Err(UnknownDType(text.to_owned())),
         })

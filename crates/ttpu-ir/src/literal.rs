@@ -53,6 +53,8 @@ impl Scalar {
             DType::I16 => out.extend_from_slice(&(self.as_i64() as i16).to_le_bytes()),
             DType::I8 => out.extend_from_slice(&(self.as_i64() as i8).to_le_bytes()),
             DType::U8 => out.extend_from_slice(&(self.as_i64() as u8).to_le_bytes()),
+            // The bit pattern: `Scalar::Int` holds u64 values of 2^63 and above as negative.
+            DType::U64 => out.extend_from_slice(&self.as_i64().to_le_bytes()),
             DType::Bool => out.push(u8::from(match self {
                 Scalar::Float(value) => value != 0.0,
                 Scalar::Int(value) => value != 0,
@@ -76,6 +78,7 @@ impl Scalar {
             DType::I16 => Scalar::Int(i64::from(i16::from_le_bytes(array(bytes)))),
             DType::I8 => Scalar::Int(i64::from(i8::from_le_bytes(array(bytes)))),
             DType::U8 => Scalar::Int(i64::from(bytes[0])),
+            DType::U64 => Scalar::Int(i64::from_le_bytes(array(bytes))),
             DType::Bool => Scalar::Bool(bytes[0] != 0),
         }
     }

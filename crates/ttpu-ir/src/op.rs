@@ -256,6 +256,8 @@ impl ReduceKind {
             DType::I32 => i64::from(i32::MAX),
             DType::I16 => i64::from(i16::MAX),
             DType::I8 => i64::from(i8::MAX),
+            // u64::MAX's bit pattern.
+            DType::U64 => -1,
             _ => 255,
         };
         match (self, dtype) {
@@ -391,6 +393,39 @@ pub struct ScatterDims {
     pub unique_indices: bool,
 }
 
+/// The algorithm of an `rng_bit_generator`, StableHLO's `rng_algorithm`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum RngAlgorithm {
+    /// The backend's choice (XLA: Philox on CPU and GPU).
+    Default,
+    /// Threefry-2x32; the state has 2 u64 words.
+    ThreeFry,
+    /// Philox-4x32; the state has 2 or 3 u64 words.
+    Philox,
+}
+
+impl RngAlgorithm {
+    /// Every algorithm.
+    pub const ALL: [RngAlgorithm; 3] = [RngAlgorithm::Default, RngAlgorithm::ThreeFry, RngAlgorithm::Philox];
+
+    /// StableHLO's spelling (`DEFAULT`, `THREE_FRY`, `PHILOX`).
+    pub fn mnemonic(self) -> &'static str {
+        match self {
+            RngAlgorithm::Default => "DEFAULT",
+            RngAlgorithm::ThreeFry => "THREE_FRY",
+            RngAlgorithm::Philox => "PHILOX",
+        }
+    }
+
+    /// The number of u64 words of state the algorithm accepts.
+    pub fn state_words(self) -> &'static [i64] {
+        match self {
+            RngAlgorithm::ThreeFry => &[2],
+            RngAlgorithm::Philox | RngAlgorithm::Default => &[2, 3],
+        }
+    }
+}
+
 /// A tensor primitive. Operands are in the node; the variant holds the attributes.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Op {
@@ -470,6 +505,21 @@ pub enum Op {
     Gather(GatherDims),
     /// `scatter(operand, scatter_indices, updates)`.
     Scatter(ScatterDims),
+    /// `rng_bit_generator(state)`: random `u64` bits of `shape` from a `u64[2]` or `u64[3]` state.
+    ///
+    /// StableHLO's op also returns the advanced state; the IR keeps only the bits. Every op that
+    /// needs random numbers gets a state of its own (the frontend derives one per op from a seed),
+    /// so no graph threads a state from one op to the next, and one result per node keeps the
+    /// optimizer's one-value-per-e-class model. With an explicit state operand the op is pure: two
+    /// ops with equal states and attributes give equal bits and may be merged.
+    RngBitGenerator {
+        /// The generator.
+        algorithm: RngAlgorithm,
+        /// Result dtype (`u64`).
+        dtype: DType,
+        /// Result shape (static).
+        shape: Shape,
+    },
 }
 
 impl Op {
@@ -496,6 +546,7 @@ impl Op {
             Op::Convolution(_) => "convolution",
             Op::Gather(_) => "gather",
             Op::Scatter(_) => "scatter",
+            Op::RngBitGenerator { .. } => "rng_bit_generator",
         }
     }
 }

@@ -81,7 +81,8 @@ fn mixing_reason(graph: &Graph, node: &Node, symbol: &str) -> Option<String> {
             // Positionwise only when the symbol is a batch dim of the indices (one lookup per row).
             !operand_dims[0].is_empty() || operand_dims[1].contains(&dims.index_vector_dim)
         }
-        Op::Slice { .. } | Op::Concatenate(_) | Op::Pad { .. } | Op::Scatter(_) => true,
+        // Random bits depend on the whole shape (its shape is static, so this is never reached).
+        Op::Slice { .. } | Op::Concatenate(_) | Op::Pad { .. } | Op::Scatter(_) | Op::RngBitGenerator { .. } => true,
     };
     mixes.then(|| {
         let name = node.loc.name.as_deref().unwrap_or("?");

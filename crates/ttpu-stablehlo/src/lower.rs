@@ -132,7 +132,9 @@ fn lower_body<'c>(context: &'c Context, graph: &Graph, block: &Block<'c>) -> Res
             .collect::<Result<SmallVec<[Value<'c, '_>; 4]>, Error>>()?;
         let operation = lower_node(context, graph, block, node, &operands, graph.ty(result))?;
         let defined = block.append_operation(operation);
-        let value = defined.result(0).map_err(|error| internal("reading an op result", error))?;
+        // `rng_bit_generator` returns (new state, bits); the IR node is the bits.
+        let slot = if matches!(node.op, Op::RngBitGenerator { .. }) { 1 } else { 0 };
+        let value = defined.result(slot).map_err(|error| internal("reading an op result", error))?;
         values[result.index_usize()] = Some(value.into());
     }
     let outputs =
@@ -219,6 +221,10 @@ fn lower_node<'c>(
         Op::Scatter(dims) => {
             let scalar = tensor_of(context, operand_dtype(), &[])?;
             ops::scatter(context, operands[0], operands[1], operands[2], dims, scalar, result, loc)
+        }
+        Op::RngBitGenerator { algorithm, .. } => {
+            let state = tensor_type(context, graph.ty(node.operands[0]))?;
+            ops::rng_bit_generator(context, operands[0], *algorithm, state, result, loc)
         }
     }
 }

@@ -20,7 +20,8 @@ use melior::ir::{
     Attribute, Block, BlockLike, Identifier, Location, Operation, OperationRef, Region, RegionLike, Type, Value,
 };
 use ttpu_ir::{
-    BinaryOp, CompareDirection, ConvDims, DType, DotDims, GatherDims, Literal, ScatterDims, UnaryOp, Window,
+    BinaryOp, CompareDirection, ConvDims, DType, DotDims, GatherDims, Literal, RngAlgorithm, ScatterDims, UnaryOp,
+    Window,
 };
 
 use crate::Error;
@@ -269,7 +270,7 @@ pub(crate) fn r#return<'c>(values: &[Value<'c, '_>], location: Location<'c>) -> 
 /// `stablehlo.compare` of operands of `operand_dtype`.
 ///
 /// `compare_type` is explicit so XLA never guesses: `FLOAT` (IEEE, NaN compares unordered, as
-/// PyTorch does) for floats, `SIGNED` for signed integers, `UNSIGNED` for `u8` and `bool`.
+/// PyTorch does) for floats, `SIGNED` for signed integers, `UNSIGNED` for `u8`, `u64` and `bool`.
 pub(crate) fn compare<'c>(
     context: &'c Context,
     lhs: Value<'c, '_>,
@@ -295,6 +296,24 @@ pub(crate) fn compare<'c>(
         named(context, "compare_type", opaque(context, &format!("#stablehlo<comparison_type {compare_type}>"))?),
     ];
     build("stablehlo.compare", location, &[lhs, rhs], &[result], &attributes, Vec::new())
+}
+
+/// `stablehlo.rng_bit_generator(state)`: results (new state, bits), with the algorithm as
+/// `#stablehlo<rng_algorithm ...>`.
+pub(crate) fn rng_bit_generator<'c>(
+    context: &'c Context,
+    state: Value<'c, '_>,
+    algorithm: RngAlgorithm,
+    state_type: Type<'c>,
+    result: Type<'c>,
+    location: Location<'c>,
+) -> Result<Operation<'c>, Error> {
+    let attributes = [named(
+        context,
+        "rng_algorithm",
+        opaque(context, &format!("#stablehlo<rng_algorithm {}>", algorithm.mnemonic()))?,
+    )];
+    build("stablehlo.rng_bit_generator", location, &[state], &[state_type, result], &attributes, Vec::new())
 }
 
 /// `stablehlo.select(pred, on_true, on_false)`.

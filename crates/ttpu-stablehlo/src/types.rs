@@ -1,7 +1,7 @@
 //! IR types and literals to MLIR types and dense attributes.
 //!
 //! StableHLO uses signless integers for signed data (`i32`, never `si32`), `ui8` for unsigned
-//! bytes and `i1` for booleans; floats map to the builtin float types of the same width.
+//! bytes and words (`ui64`) and `i1` for booleans; floats map to the builtin float types of the same width.
 
 use melior::Context;
 use melior::ir::attribute::DenseElementsAttribute;
@@ -23,6 +23,7 @@ pub(crate) fn element_type(context: &Context, dtype: DType) -> Type<'_> {
         DType::I16 => IntegerType::new(context, 16).into(),
         DType::I8 => IntegerType::new(context, 8).into(),
         DType::U8 => IntegerType::unsigned(context, 8).into(),
+        DType::U64 => IntegerType::unsigned(context, 64).into(),
         DType::Bool => IntegerType::new(context, 1).into(),
     }
 }

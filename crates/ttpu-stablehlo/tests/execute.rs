@@ -37,6 +37,7 @@ fn element_type(dtype: DType) -> ElementType {
         DType::I16 => ElementType::S16,
         DType::I8 => ElementType::S8,
         DType::U8 => ElementType::U8,
+        DType::U64 => ElementType::U64,
         DType::Bool => ElementType::Pred,
     }
 }
@@ -280,4 +281,22 @@ fn large_bool_constants_keep_every_element() {
     let outputs = run(&b.finish(&[mask]), &[]);
     assert_eq!(outputs[0].element_type, ElementType::Pred);
     assert_eq!(outputs[0].data, literal.bytes());
+}
+
+#[test]
+fn random_bits_come_back_as_u64_and_map_to_uniform_floats() {
+    let outputs = run(&graphs::rng_bit_generator(), &[]);
+    let uniform = f32s(&outputs[0]);
+    assert_eq!(uniform.len(), 10_000);
+    assert!(uniform.iter().all(|value| (0.0..1.0).contains(value)));
+    let mean = uniform.iter().map(|&value| f64::from(value)).sum::<f64>() / 10_000.0;
+    let variance = uniform.iter().map(|&value| (f64::from(value) - mean).powi(2)).sum::<f64>() / 10_000.0;
+    // U(0, 1): mean 1/2, variance 1/12; the standard error of the mean is 0.0029.
+    assert!((mean - 0.5).abs() < 0.015, "mean {mean}");
+    assert!((variance - 1.0 / 12.0).abs() < 0.005, "variance {variance}");
+    assert_eq!((outputs[1].element_type, outputs[1].dims.as_slice()), (ElementType::U64, &[5][..]));
+    assert_eq!((outputs[2].element_type, outputs[2].dims.as_slice()), (ElementType::U64, &[][..]));
+    let words: Vec<u64> =
+        outputs[1].data.chunks_exact(8).map(|chunk| u64::from_le_bytes(chunk.try_into().unwrap())).collect();
+    assert!(words.windows(2).all(|pair| pair[0] != pair[1]), "{words:?}");
 }

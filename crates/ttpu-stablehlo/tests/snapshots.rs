@@ -65,6 +65,11 @@ fn iota() {
 }
 
 #[test]
+fn rng_bit_generator() {
+    insta::assert_snapshot!(lower(&graphs::rng_bit_generator()));
+}
+
+#[test]
 fn debug_locations_name_the_fx_node() {
     let mut b = GraphBuilder::new();
     let x = input(&mut b, "x", DType::F32, &[3]);

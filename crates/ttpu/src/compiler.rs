@@ -14,12 +14,15 @@ pub struct CompileOptions {
     pub symbol_values: IndexMap<String, i64>,
     /// The e-graph optimizer's options, or `None` to skip it (`--no-fuse`).
     pub fuse: Option<ttpu_fuse::FuseOptions>,
+    /// The seed of the model's random ops, 0 by default ([`ttpu_fx::ImportOptions::seed`]): the
+    /// numbers are fixed at compile time, so every run of a compiled model draws the same ones.
+    pub seed: u64,
 }
 
 impl Default for CompileOptions {
     /// Symbolic dims kept, exact rewrites on.
     fn default() -> CompileOptions {
-        CompileOptions { symbol_values: IndexMap::new(), fuse: Some(ttpu_fuse::FuseOptions::default()) }
+        CompileOptions { symbol_values: IndexMap::new(), fuse: Some(ttpu_fuse::FuseOptions::default()), seed: 0 }
     }
 }
 
@@ -63,7 +66,7 @@ impl Compiler {
     ) -> Result<(Module, Option<ttpu_fuse::FuseReport>)> {
         let span = tracing::debug_span!("import", path = %program.path);
         let _enter = span.enter();
-        let import_options = ImportOptions { symbol_values: options.symbol_values.clone() };
+        let import_options = ImportOptions { symbol_values: options.symbol_values.clone(), seed: options.seed };
         let mut module = ttpu_fx::import(program, &import_options)?;
         ttpu_ir::verify(&module.graph).map_err(|errors| Error::Internal { pass: "import", errors })?;
         run_passes(&mut module.graph, PASSES)?;

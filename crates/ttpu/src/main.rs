@@ -79,6 +79,9 @@ struct FuseArgs {
     /// Also apply rewrites that are not exact in IEEE arithmetic (reassociation, x/c as x*(1/c)).
     #[arg(long, conflicts_with = "no_fuse")]
     fast_math: bool,
+    /// Seed of the model's random ops (rand, randn, dropout in training, ...); fixed at compile time.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
 }
 
 impl FuseArgs {
@@ -137,14 +140,18 @@ fn run(cli: Cli) -> Result<ExitCode, Report> {
             let compiler = Compiler::new();
             let text = if explain_dynamic {
                 let program = ttpu_fx::parse(&source, &path).map_err(|error| report(error.into(), &source))?;
-                let options = CompileOptions { fuse: fuse.options(), ..CompileOptions::default() };
+                let options = CompileOptions { fuse: fuse.options(), seed: fuse.seed, ..CompileOptions::default() };
                 let (module, verdicts) =
                     compiler.import_dynamic(&program, &options).map_err(|error| report(error, &source))?;
                 explain(&module.graph, &verdicts)
             } else {
                 let program = ttpu_fx::parse(&source, &path).map_err(|error| report(error.into(), &source))?;
                 let fuse_options = if emit == Emit::Ir { None } else { fuse.options() };
-                let options = CompileOptions { symbol_values: symbols.into_iter().collect(), fuse: fuse_options };
+                let options = CompileOptions {
+                    symbol_values: symbols.into_iter().collect(),
+                    fuse: fuse_options,
+                    seed: fuse.seed,
+                };
                 let (module, fuse_report) =
                     compiler.import_with_report(&program, &options).map_err(|error| report(error, &source))?;
                 match emit {
@@ -238,7 +245,11 @@ fn execute(model: &Path, data: &DataArgs) -> Result<(String, TensorMap), Report>
     let (source, path) = read_model(model)?;
     let mut session =
         Session::from_plugin_or_default(data.plugin.as_deref()).map_err(|error| report(error, &source))?;
-    session.set_compile_options(CompileOptions { fuse: data.fuse.options(), ..CompileOptions::default() });
+    session.set_compile_options(CompileOptions {
+        fuse: data.fuse.options(),
+        seed: data.fuse.seed,
+        ..CompileOptions::default()
+    });
     let loaded = session.load_model(&source, &path).map_err(|error| report(error, &source))?;
     let weights = match &data.weights {
         Some(file) => read_safetensors(file).map_err(|error| report(error, &source))?,

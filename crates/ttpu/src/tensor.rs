@@ -99,6 +99,7 @@ fn dtype_from_safetensors(dtype: Dtype) -> Option<DType> {
         Dtype::I16 => DType::I16,
         Dtype::I8 => DType::I8,
         Dtype::U8 => DType::U8,
+        Dtype::U64 => DType::U64,
         Dtype::BOOL => DType::Bool,
         _ => return None,
     })
@@ -115,6 +116,7 @@ fn dtype_to_safetensors(dtype: DType) -> Dtype {
         DType::I16 => Dtype::I16,
         DType::I8 => Dtype::I8,
         DType::U8 => Dtype::U8,
+        DType::U64 => Dtype::U64,
         DType::Bool => Dtype::BOOL,
     }
 }
@@ -131,6 +133,7 @@ pub(crate) fn element_type(dtype: DType) -> ElementType {
         DType::I16 => ElementType::S16,
         DType::I8 => ElementType::S8,
         DType::U8 => ElementType::U8,
+        DType::U64 => ElementType::U64,
         DType::Bool => ElementType::Pred,
     }
 }
@@ -147,6 +150,7 @@ pub(crate) fn from_host_buffer(buffer: HostBuffer) -> Option<HostTensor> {
         ElementType::S16 => DType::I16,
         ElementType::S8 => DType::I8,
         ElementType::U8 => DType::U8,
+        ElementType::U64 => DType::U64,
         ElementType::Pred => DType::Bool,
         _ => return None,
     };

@@ -77,6 +77,42 @@ fn run_writes_outputs_and_parity_passes() {
 }
 
 #[test]
+fn parity_reports_max_abs_max_rel_and_the_worst_index_per_output() {
+    // docs/numerics.md documents this line; tolerances are judged from these numbers.
+    let out = ttpu(&[
+        "parity",
+        "fixtures/ops_mix/model.fx",
+        "--weights",
+        "fixtures/ops_mix/weights.safetensors",
+        "--inputs",
+        "fixtures/ops_mix/inputs.safetensors",
+        "--expected",
+        "fixtures/ops_mix/expected.safetensors",
+    ]);
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.first(), Some(&"parity (rtol 1e-4, atol 1e-5):"), "{text}");
+    assert_eq!(lines.last(), Some(&"all outputs match"), "{text}");
+    let outputs = &lines[1..lines.len() - 1];
+    assert_eq!(outputs.len(), 13, "one line per output: {text}");
+    for (index, line) in outputs.iter().enumerate() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(fields[..2], [format!("output_{index}").as_str(), "ok"], "{line}");
+        assert_eq!([fields[2], fields[3], fields[5], fields[6], fields[8]], ["max", "abs", "max", "rel", "mismatched"]);
+        for number in [fields[4], fields[7]] {
+            assert!(number.parse::<f64>().is_ok_and(|value| value >= 0.0), "{line}");
+        }
+        assert!(fields[9].starts_with("0/"), "{line}");
+        assert_eq!(fields[10..12], ["worst", "at"], "{line}");
+        assert!(line.ends_with(']') && fields[12].starts_with('['), "{line}");
+    }
+    // The integer output (i32, exact) and the 3-d f32 output name a full index.
+    assert!(outputs[7].contains("max abs 0.000e0  max rel 0.000e0"), "{}", outputs[7]);
+    assert!(outputs[0].contains(" worst at [") && outputs[0].matches(',').count() == 2, "{}", outputs[0]);
+}
+
+#[test]
 fn parity_fails_with_a_nonzero_exit_when_outputs_differ() {
     // Comparing the MLP against the bf16 MLP's expectations cannot pass: dtypes differ.
     let out = ttpu(&[

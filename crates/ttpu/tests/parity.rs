@@ -44,7 +44,7 @@ fn input_sets(folder: &Path) -> Vec<(String, String)> {
 #[test]
 fn every_fixture_and_input_set_matches_pytorch() {
     let fixtures = common::fixtures();
-    assert!(fixtures.len() >= 11, "fixtures went missing: {fixtures:?}");
+    assert!(fixtures.len() >= 36, "fixtures went missing: {fixtures:?}");
     let session = common::session();
     for (name, folder) in fixtures {
         let source = std::fs::read_to_string(folder.join("model.fx")).expect("model.fx is readable");

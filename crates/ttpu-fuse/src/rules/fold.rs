@@ -3,8 +3,9 @@
 //! Only ops whose result is correctly rounded are folded: float `add`, `subtract`, `multiply` and
 //! `divide` are computed in f64 and rounded once to the dtype, which gives the correctly rounded
 //! result for f32, f16 and bf16 because f64 has more than twice their precision plus two bits.
-//! Integer arithmetic wraps in the dtype's width. Transcendental ops are never folded, and neither
-//! is anything whose result depends on a NaN's payload or the sign of a zero (`maximum` of zeros).
+//! Integer arithmetic wraps in the dtype's width. `u64` is never folded: its elements are held as
+//! the i64 of the same bits, which would order, divide and convert as signed. Transcendental ops
+//! are never folded, and neither is anything whose result depends on a NaN's payload or the sign of a zero (`maximum` of zeros).
 //! Operands must be small (at most 64 elements) or splats; a splat result stays one repeated value.
 
 use smallvec::SmallVec;
@@ -207,6 +208,9 @@ fn fold_unary(egraph: &FuseGraph, node: &FNode, out: &mut Vec<Rhs>) {
     let Some((Op::Unary(op), [operand])) = split(node) else { return };
     let operand = data(egraph, *operand);
     let dtype = operand.dtype();
+    if dtype == DType::U64 {
+        return;
+    }
     let folded = map_elements(&[operand], |values| eval_unary(*op, dtype, values[0]));
     push_folded(dtype, &operand.ty.shape, folded, out);
 }
@@ -215,6 +219,9 @@ fn fold_binary(egraph: &FuseGraph, node: &FNode, out: &mut Vec<Rhs>) {
     let Some((Op::Binary(op), [lhs, rhs])) = split(node) else { return };
     let (lhs, rhs) = (data(egraph, *lhs), data(egraph, *rhs));
     let dtype = lhs.dtype();
+    if dtype == DType::U64 {
+        return;
+    }
     let folded = map_elements(&[lhs, rhs], |values| eval_binary(*op, dtype, values[0], values[1]));
     push_folded(dtype, &lhs.ty.shape, folded, out);
 }
@@ -222,6 +229,9 @@ fn fold_binary(egraph: &FuseGraph, node: &FNode, out: &mut Vec<Rhs>) {
 fn fold_compare(egraph: &FuseGraph, node: &FNode, out: &mut Vec<Rhs>) {
     let Some((Op::Compare(direction), [lhs, rhs])) = split(node) else { return };
     let (lhs, rhs) = (data(egraph, *lhs), data(egraph, *rhs));
+    if lhs.dtype() == DType::U64 {
+        return;
+    }
     let folded = map_elements(&[lhs, rhs], |values| eval_compare(*direction, values[0], values[1]));
     push_folded(DType::Bool, &lhs.ty.shape, folded, out);
 }
@@ -229,6 +239,9 @@ fn fold_compare(egraph: &FuseGraph, node: &FNode, out: &mut Vec<Rhs>) {
 fn fold_convert(egraph: &FuseGraph, node: &FNode, out: &mut Vec<Rhs>) {
     let Some((Op::Convert(to), [operand])) = split(node) else { return };
     let operand = data(egraph, *operand);
+    if operand.dtype() == DType::U64 || *to == DType::U64 {
+        return;
+    }
     let folded = map_elements(&[operand], |values| eval_convert(*to, values[0]));
     push_folded(*to, &operand.ty.shape, folded, out);
 }

@@ -216,7 +216,23 @@ impl Args {
             Val::Int(value) => Ok(Some(Scalar::Int(*value))),
             Val::Float(value) => Ok(Some(Scalar::Float(*value))),
             Val::Bool(value) => Ok(Some(Scalar::Bool(*value))),
+            // As for ints: a value known only at run time, so importing at concrete sizes can
+            // still succeed.
+            Val::Sym(expr) => Err(self.site.dynamic(format!(
+                "argument `{name}` is the symbolic int {}; give its symbols values",
+                super::sym::Show(expr)
+            ))),
             _ => Err(self.wrong(name, "a number")),
+        }
+    }
+
+    /// A size argument that may be symbolic: `Some` for an int or a symbolic int, `None` for
+    /// anything else (a float, a bool), which callers read with [`Args::scalar`].
+    pub(crate) fn opt_sym_int(&self, name: &str) -> Option<SymExpr> {
+        match self.get(name) {
+            Val::Int(value) => Some(SymExpr::Int(*value)),
+            Val::Sym(expr) => Some(expr.clone()),
+            _ => None,
         }
     }
 

@@ -88,6 +88,10 @@ pub(crate) struct Cx<'a> {
     pub site: Site,
     /// Concrete sizes for symbols.
     pub symbol_values: &'a IndexMap<String, i64>,
+    /// The seed of random ops ([`super::ImportOptions::seed`]).
+    pub seed: u64,
+    /// Random draws made so far; each gets a generator state of its own.
+    pub rng_draws: u64,
 }
 
 type Built = std::result::Result<ValueId, InferError>;

@@ -8,7 +8,7 @@
 
 mod args;
 mod ctx;
-mod ops;
+pub(crate) mod ops;
 mod promote;
 mod signature;
 mod sym;
@@ -26,6 +26,11 @@ pub struct ImportOptions {
     /// Concrete sizes for symbols (`s77 -> 4`). A symbol given here becomes a static dim everywhere
     /// (shape refinement); a symbol not given stays symbolic in the IR.
     pub symbol_values: IndexMap<String, i64>,
+    /// The seed of random ops (`rand`, `randn`, `randint`, `randperm`, dropout in training, ...),
+    /// 0 by default. Random numbers are part of the compiled program: the `k`-th random draw of a
+    /// graph runs ThreeFry with the `k`-th output of SplitMix64 seeded with this as its key, so
+    /// the same seed gives the same numbers on every run, and another seed gives other numbers.
+    pub seed: u64,
 }
 
 /// What a graph input is, from the graph signature.

@@ -27,6 +27,8 @@ pub(crate) fn import(program: &Program, options: &ImportOptions) -> Result<Modul
                 span: Span::default(),
             },
             symbol_values: &options.symbol_values,
+            seed: options.seed,
+            rng_draws: 0,
         },
         program,
         env: HashMap::new(),
@@ -217,6 +219,14 @@ impl Walk<'_> {
             return element(&self.cx.site, base, tuple, *index);
         }
         let Some(def) = ops::lookup(target) else {
+            if let Some(ops::notes::Note::Unsupported(reason)) = ops::notes::note(target) {
+                return Err(Error::OpNotSupported {
+                    at: self.location(span),
+                    op: target.to_string(),
+                    node: self.cx.site.node.clone(),
+                    reason: reason.to_string(),
+                });
+            }
             return Err(Error::UnsupportedOp {
                 at: self.location(span),
                 op: target.to_string(),

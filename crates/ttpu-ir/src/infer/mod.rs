@@ -37,6 +37,7 @@ pub fn infer(op: &Op, operand_types: &[&TensorType]) -> Result<SmallVec<[TensorT
         Op::Slice { .. } | Op::Reduce { .. } | Op::ReduceWindow { .. } => Some(1),
         Op::Binary(_) | Op::Compare(_) | Op::Pad { .. } | Op::DotGeneral(_) => Some(2),
         Op::Convolution(_) | Op::Gather(_) => Some(2),
+        Op::RngBitGenerator { .. } => Some(1),
         Op::Select | Op::Clamp | Op::Scatter(_) => Some(3),
         Op::Concatenate(_) => None,
     };
@@ -70,8 +71,37 @@ pub fn infer(op: &Op, operand_types: &[&TensorType]) -> Result<SmallVec<[TensorT
         Op::Convolution(dims) => conv::convolution(op, operand_types[0], operand_types[1], dims)?,
         Op::Gather(dims) => gather::gather(op, operand_types[0], operand_types[1], dims)?,
         Op::Scatter(dims) => gather::scatter(op, operand_types[0], operand_types[1], operand_types[2], dims)?,
+        Op::RngBitGenerator { algorithm, dtype, shape } => {
+            rng_bit_generator(op, *algorithm, *dtype, shape, operand_types[0])?
+        }
     };
     Ok(smallvec::smallvec![ty])
+}
+
+/// `rng_bit_generator`: a `u64` state of as many words as the algorithm takes, and `u64` bits of
+/// a static shape (XLA generates 32- or 64-bit words; `u64` is the IR's only such unsigned type).
+fn rng_bit_generator(
+    op: &Op,
+    algorithm: crate::RngAlgorithm,
+    dtype: DType,
+    shape: &crate::Shape,
+    state: &TensorType,
+) -> InferResult {
+    let words = algorithm.state_words();
+    match (state.dtype, state.shape.as_static().as_deref()) {
+        (DType::U64, Some([size])) if words.contains(size) => {}
+        _ => {
+            let words: Vec<String> = words.iter().map(|size| format!("u64[{size}]")).collect();
+            return fail(op, format!("{} needs a {} state, found {state}", algorithm.mnemonic(), words.join(" or ")));
+        }
+    }
+    if dtype != DType::U64 {
+        return fail(op, format!("generates u64 bits, not {dtype}"));
+    }
+    if shape.as_static().is_none() {
+        return fail(op, format!("the result shape {shape} must be static"));
+    }
+    Ok(TensorType::new(dtype, shape.clone()))
 }
 
 /// Checks `dim` is a valid (already normalised, non-negative) dim of a rank-`rank` tensor.

@@ -5,8 +5,8 @@ use std::fmt;
 use smallvec::SmallVec;
 
 use crate::{
-    BinaryOp, CompareDirection, ConvDims, DotDims, GatherDims, Literal, Op, ReduceKind, ScatterDims, ScatterKind,
-    TensorType, UnaryOp, Window,
+    BinaryOp, CompareDirection, ConvDims, DotDims, GatherDims, Literal, Op, ReduceKind, RngAlgorithm, ScatterDims,
+    ScatterKind, TensorType, UnaryOp, Window,
 };
 
 /// One attribute value.
@@ -141,6 +141,7 @@ pub(crate) fn op_attrs(op: &Op) -> Vec<(&'static str, Attr)> {
             ("indices_are_sorted", Attr::Bool(dims.indices_are_sorted)),
             ("unique_indices", Attr::Bool(dims.unique_indices)),
         ],
+        Op::RngBitGenerator { algorithm, .. } => vec![("algorithm", Attr::Ident(algorithm.mnemonic().into()))],
     }
 }
 
@@ -333,6 +334,14 @@ pub(crate) fn op_from_attrs(mnemonic: &str, mut attrs: AttrReader, result: &Tens
                 indices_are_sorted: attrs.boolean("indices_are_sorted")?,
                 unique_indices: attrs.boolean("unique_indices")?,
             })
+        }
+        "rng_bit_generator" => {
+            let name = attrs.ident("algorithm")?;
+            let algorithm = RngAlgorithm::ALL
+                .into_iter()
+                .find(|algorithm| algorithm.mnemonic() == name)
+                .ok_or_else(|| format!("unknown rng algorithm `{name}`"))?;
+            Op::RngBitGenerator { algorithm, dtype: result.dtype, shape: result.shape.clone() }
         }
         other => {
             if let Some(unary) = UnaryOp::ALL.into_iter().find(|op| op.mnemonic() == other) {

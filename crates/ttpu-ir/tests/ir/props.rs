@@ -169,6 +169,8 @@ proptest! {
             (DType::I16, Scalar::Int(v)) => Scalar::Int(i64::from(v as i16)),
             (DType::I8, Scalar::Int(v)) => Scalar::Int(i64::from(v as i8)),
             (DType::U8, Scalar::Int(v)) => Scalar::Int(i64::from(v as u8)),
+            // u64 keeps the bit pattern of the i64.
+            (DType::U64, Scalar::Int(v)) => Scalar::Int(v),
             (_, other) => other,
         };
         match (decoded, expected) {

@@ -2,8 +2,8 @@
 
 use super::{at, dims, input};
 use ttpu_ir::{
-    BinaryOp, CompareDirection, ConvDims, DType, DotDims, GatherDims, Graph, GraphBuilder, Literal, ReduceKind, Scalar,
-    ScatterDims, ScatterKind, Shape, TensorType, UnaryOp, Window,
+    BinaryOp, CompareDirection, ConvDims, DType, DotDims, GatherDims, Graph, GraphBuilder, Literal, ReduceKind,
+    RngAlgorithm, Scalar, ScatterDims, ScatterKind, Shape, TensorType, UnaryOp, Window,
 };
 
 /// Every family, by name, for tests that treat them alike.
@@ -20,6 +20,7 @@ pub fn all() -> Vec<(&'static str, Graph)> {
         ("gather_and_scatter", gather_and_scatter()),
         ("constants_of_every_dtype", constants_of_every_dtype()),
         ("iota", iota()),
+        ("rng_bit_generator", rng_bit_generator()),
     ]
 }
 
@@ -357,6 +358,8 @@ pub fn constants_of_every_dtype() -> Graph {
         Literal::scalar(DType::F16, Scalar::Float(0.333)),
         Literal::scalar(DType::I64, Scalar::Int(-7)),
         Literal::from_bytes(DType::F32, &[0, 3], Vec::new()).unwrap(),
+        // u64::MAX is held as the i64 of the same bits.
+        Literal::from_scalars(DType::U64, &[3], &ints(&[0, i64::MAX, -1])).unwrap(),
     ];
     let outputs: Vec<_> = literals.into_iter().map(|literal| b.constant(literal)).collect();
     b.finish(&outputs)
@@ -371,4 +374,23 @@ pub fn iota() -> Graph {
         b.iota(TensorType::from_static(DType::U8, &[4, 2]), 0).unwrap(),
     ];
     b.finish(&outputs)
+}
+
+/// Random bits from each algorithm, and the bits-to-uniform chain the frontend builds: the top 24
+/// bits (`shift_right_logical` by 40), converted to f32 and scaled by 2^-24 into `[0, 1)`.
+pub fn rng_bit_generator() -> Graph {
+    let mut b = GraphBuilder::new();
+    let words = |values: &[i64]| values.iter().map(|&value| Scalar::Int(value)).collect::<Vec<_>>();
+    let two = b.constant(Literal::from_scalars(DType::U64, &[2], &words(&[42, 7])).unwrap());
+    let three = b.constant(Literal::from_scalars(DType::U64, &[3], &words(&[1, 2, 3])).unwrap());
+    let bits_ty = TensorType::from_static(DType::U64, &[100, 100]);
+    let threefry = b.rng_bit_generator(RngAlgorithm::ThreeFry, two, bits_ty.clone()).unwrap();
+    let philox = b.rng_bit_generator(RngAlgorithm::Philox, three, TensorType::from_static(DType::U64, &[5])).unwrap();
+    let default = b.rng_bit_generator(RngAlgorithm::Default, two, TensorType::from_static(DType::U64, &[])).unwrap();
+    let shift = b.constant(Literal::splat(DType::U64, &[100, 100], Scalar::Int(40)));
+    let top = b.binary(BinaryOp::ShiftRightLogical, threefry, shift).unwrap();
+    let float = b.convert(top, DType::F32).unwrap();
+    let scale = b.constant(Literal::splat(DType::F32, &[100, 100], Scalar::Float(1.0 / 16_777_216.0)));
+    let uniform = b.binary(BinaryOp::Multiply, float, scale).unwrap();
+    b.finish(&[uniform, philox, default])
 }

@@ -9,10 +9,12 @@
 use ttpu_ir::{BinaryOp, DType, Scalar, Shape, TensorType};
 
 use super::elementwise::tensor;
+use crate::ast::SymExpr;
 use crate::error::Result;
 use crate::import::args::Args;
 use crate::import::ctx::{Cx, Imported};
 use crate::import::promote::{DEFAULT_FLOAT, scalar_dtype};
+use crate::import::sym;
 
 /// `full(size, fill_value)`.
 pub(super) fn full(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
@@ -70,6 +72,9 @@ pub(super) fn scalar_tensor(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
 
 /// `arange(end)`, `arange(start, end)`, `arange(start, end, step)`.
 pub(super) fn arange(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    if let Some(end) = args.opt_sym_int("end").filter(|end| !matches!(end, SymExpr::Int(_))) {
+        return arange_symbolic(cx, args, end);
+    }
     let start = if args.has_param("start") { args.scalar("start")? } else { Scalar::Int(0) };
     let end = args.scalar("end")?;
     let step = if args.has_param("step") { args.scalar_or("step", Scalar::Int(1))? } else { Scalar::Int(1) };
@@ -84,20 +89,73 @@ pub(super) fn arange(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
         return Err(cx.bad(format!("arange({start}, {end}, {step}): the step's sign does not match the range")));
     }
     let length = length as i64;
-    let shape = Shape::from_static(&[length]);
-    if start.as_f64() == 0.0 && stride == 1.0 {
+    range_values(cx, dtype, Shape::from_static(&[length]), start, step, all_int)
+}
+
+/// `arange` whose `end` is a symbolic int (`arange(x.size(1))`, as Hugging Face models build
+/// position ids): the length becomes a symbolic dim, which needs int literals for `start` and
+/// `step`; anything else is only known once the symbols have values.
+fn arange_symbolic(cx: &mut Cx<'_>, args: &Args, end: SymExpr) -> Result<Imported> {
+    let literal = |name: &str, default: i64| -> Result<i64> {
+        if !args.has_param(name) || !args.given(name) {
+            return Ok(default);
+        }
+        match args.opt_sym_int(name) {
+            Some(SymExpr::Int(value)) => Ok(value),
+            _ => Err(cx.site.dynamic(format!(
+                "arange with the symbolic end {} needs an int literal `{name}`; give its symbols values",
+                sym::Show(&end)
+            ))),
+        }
+    };
+    let (start, step) = (literal("start", 0)?, literal("step", 1)?);
+    if step == 0 {
+        return Err(cx.bad(format!("arange({start}, {}, 0) needs a nonzero step", sym::Show(&end))));
+    }
+    // ceil((end - start) / step) as Python's floor division: (end - start + step - 1) // step
+    // for a positive step, (start - end - step - 1) // -step for a negative one. Identity parts
+    // are left out so the common `arange(s)` stays the bare symbol `s`.
+    let (span, divisor) = if step > 0 {
+        let span = if start == 0 { end } else { SymExpr::Sub(Box::new(end), Box::new(SymExpr::Int(start))) };
+        (span, step)
+    } else {
+        (SymExpr::Sub(Box::new(SymExpr::Int(start)), Box::new(end)), -step)
+    };
+    let length = if divisor == 1 {
+        span
+    } else {
+        SymExpr::FloorDiv(
+            Box::new(SymExpr::Add(Box::new(span), Box::new(SymExpr::Int(divisor - 1)))),
+            Box::new(SymExpr::Int(divisor)),
+        )
+    };
+    let dim = cx.dim_of(&length)?;
+    let dtype = args.opt_dtype("dtype")?.unwrap_or(DType::I64);
+    range_values(cx, dtype, [dim].into_iter().collect(), Scalar::Int(start), Scalar::Int(step), true)
+}
+
+/// `start + i * step` for `i` along the one dim of `shape`, of `dtype`.
+fn range_values(
+    cx: &mut Cx<'_>,
+    dtype: DType,
+    shape: Shape,
+    start: Scalar,
+    step: Scalar,
+    all_int: bool,
+) -> Result<Imported> {
+    if start.as_f64() == 0.0 && step.as_f64() == 1.0 {
         let iota = cx.b.iota(TensorType::new(dtype, shape), 0);
         return tensor(cx.ok(iota)?);
     }
-    // `start + i * step`, in i64 when everything is an integer, else in f64 as PyTorch's CPU
-    // kernel computes it, then one conversion to the result dtype.
+    // In i64 when everything is an integer, else in f64 as PyTorch's CPU kernel computes it,
+    // then one conversion to the result dtype.
     let compute = if all_int { DType::I64 } else { DType::F64 };
     let iota = cx.b.iota(TensorType::new(compute, shape), 0);
     let mut values = cx.ok(iota)?;
-    if stride != 1.0 {
+    if step.as_f64() != 1.0 {
         values = cx.binary_scalar(BinaryOp::Multiply, values, step)?;
     }
-    if first != 0.0 {
+    if start.as_f64() != 0.0 {
         values = cx.binary_scalar(BinaryOp::Add, values, start)?;
     }
     tensor(cx.convert(values, dtype)?)

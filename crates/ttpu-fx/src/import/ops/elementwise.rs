@@ -314,8 +314,12 @@ pub(super) fn erf_op(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
 
 /// The error function of a float tensor. The IR has no `erf`, so this is XLA's `ErfImpl32`
 /// rational approximation (a few ulp in `f32`) on `x` clamped to [-4, 4], where `erf` is ±1 in
-/// `f32`. `f64` inputs get the same approximation (about 1e-7 accuracy).
+/// `f32`; `f64` inputs get [`erf_f64`], since the `f32` approximation is only good to about 1e-7
+/// (and exceeds 1 in magnitude in `f64`).
 pub(crate) fn erf(cx: &mut Cx<'_>, x: ValueId) -> Result<ValueId> {
+    if cx.dtype(x) == DType::F64 {
+        return erf_f64(cx, x);
+    }
     const ALPHA: [f64; 7] = [
         -2.726_142_258_013_06e-10,
         2.770_681_424_959_02e-08,
@@ -342,6 +346,77 @@ pub(crate) fn erf(cx: &mut Cx<'_>, x: ValueId) -> Result<ValueId> {
     let numerator = cx.binary(BinaryOp::Multiply, x, numerator)?;
     let denominator = polynomial(cx, square, &BETA)?;
     cx.binary(BinaryOp::Divide, numerator, denominator)
+}
+
+/// `erf` of an `f64` tensor to a few ulp: Cephes' `ndtr.c` rational approximations (those of
+/// XLA's `ErfImpl64` and `ErfcImpl64`), `x T(x²) / U(x²)` for `|x| <= 1` and `1 - erfc(|x|)` with
+/// `erfc(x) = exp(-x²) P(x) / Q(x)` above, signed. `x` is clamped to [-6, 6] first: `erf` rounds
+/// to ±1 in `f64` beyond 6, and the clamp keeps `exp(-x²) P / Q` away from `0 * inf` at ±inf.
+/// NaN stays NaN through the clamp and both branches.
+fn erf_f64(cx: &mut Cx<'_>, x: ValueId) -> Result<ValueId> {
+    const T: [f64; 5] = [
+        9.604_973_739_870_516,
+        9.002_601_972_038_427e1,
+        2.232_005_345_946_843e3,
+        7.003_325_141_128_051e3,
+        5.559_230_130_103_949e4,
+    ];
+    const U: [f64; 6] = [
+        1.0,
+        3.356_171_416_475_031e1,
+        5.213_579_497_801_527e2,
+        4.594_323_829_709_801e3,
+        2.262_900_006_138_909_5e4,
+        4.926_739_426_086_359e4,
+    ];
+    const P: [f64; 9] = [
+        2.461_969_814_735_305e-10,
+        5.641_895_648_310_689e-1,
+        7.463_210_564_422_699,
+        4.863_719_709_856_814e1,
+        1.965_208_329_560_771e2,
+        5.264_451_949_954_773e2,
+        9.345_285_271_719_576e2,
+        1.027_551_886_895_157_2e3,
+        5.575_353_353_693_994e2,
+    ];
+    const Q: [f64; 9] = [
+        1.0,
+        1.322_819_511_547_449_9e1,
+        8.670_721_408_859_897e1,
+        3.549_377_788_878_199e2,
+        9.757_085_017_432_055e2,
+        1.823_909_166_879_097_3e3,
+        2.246_337_608_187_109_7e3,
+        1.656_663_091_941_613_4e3,
+        5.575_353_408_177_277e2,
+    ];
+    let low = cx.scalar(DType::F64, Scalar::Float(-6.0));
+    let high = cx.scalar(DType::F64, Scalar::Float(6.0));
+    let clamped = cx.b.clamp(low, x, high);
+    let x = cx.ok(clamped)?;
+    let square = cx.binary(BinaryOp::Multiply, x, x)?;
+    // |x| <= 1.
+    let numerator = polynomial(cx, square, &T)?;
+    let numerator = cx.binary(BinaryOp::Multiply, x, numerator)?;
+    let denominator = polynomial(cx, square, &U)?;
+    let small = cx.binary(BinaryOp::Divide, numerator, denominator)?;
+    // |x| > 1: 1 - erfc(|x|), negated for negative x.
+    let magnitude = cx.unary(UnaryOp::Abs, x)?;
+    let negated = cx.unary(UnaryOp::Negate, square)?;
+    let gaussian = cx.unary(UnaryOp::Exponential, negated)?;
+    let numerator = polynomial(cx, magnitude, &P)?;
+    let denominator = polynomial(cx, magnitude, &Q)?;
+    let ratio = cx.binary(BinaryOp::Divide, numerator, denominator)?;
+    let erfc = cx.binary(BinaryOp::Multiply, gaussian, ratio)?;
+    let one = cx.splat_like(x, Scalar::Float(1.0))?;
+    let positive = cx.binary(BinaryOp::Subtract, one, erfc)?;
+    let negative = cx.unary(UnaryOp::Negate, positive)?;
+    let zero = cx.splat_like(x, Scalar::Float(0.0))?;
+    let is_negative = cx.compare(CompareDirection::Lt, x, zero)?;
+    let large = cx.select(is_negative, negative, positive)?;
+    let is_small = cx.compare(CompareDirection::Le, magnitude, one)?;
+    cx.select(is_small, small, large)
 }
 
 /// Horner evaluation of `coefficients` (highest degree first) at `x`.

@@ -490,13 +490,14 @@ pub(super) fn fill(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     tensor(cx.splat_like(x, value)?)
 }
 
-/// `native_dropout(input, p, train)` outside training: the input and an all-true mask. Training
-/// mode needs random numbers PyTorch's generator would give, so it is refused.
+/// `native_dropout(input, p, train)` outside training (or with `p = 0`): the input and an all-true
+/// mask. Training mode draws the mask ([`super::random::dropout_train`]).
 pub(super) fn native_dropout(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let x = args.tensor("input")?;
     let p = args.scalar("p")?.as_f64();
-    if args.bool_or("train", false)? && p != 0.0 {
-        return Err(cx.bad("dropout in training mode needs random numbers; export the model in eval mode"));
+    // PyTorch reads a missing `train` as training.
+    if args.bool_or("train", true)? && p != 0.0 {
+        return super::random::dropout_train(cx, x, p);
     }
     let mask = cx.splat(ttpu_ir::DType::Bool, Scalar::Bool(true), &cx.shape(x))?;
     Ok(Imported::Tuple(vec![Imported::Tensor(x), Imported::Tensor(mask)]))

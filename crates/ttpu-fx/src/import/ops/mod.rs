@@ -12,7 +12,9 @@ mod elementwise;
 mod index;
 mod layout;
 mod nn;
+pub(crate) mod notes;
 mod pool;
+mod random;
 mod reduce;
 
 use std::collections::HashMap;
@@ -386,6 +388,24 @@ pub(crate) static TABLE: &[OpDef] = &[
     def("aten.arange.default", concat!("end, *, ", factory!()), creation::arange),
     def("aten.arange.start", concat!("start, end, *, ", factory!()), creation::arange),
     def("aten.arange.start_step", concat!("start, end, step, *, ", factory!()), creation::arange),
+    // ---- random numbers (seeded by `ImportOptions::seed`; `generator` arguments are ignored) ----
+    def("aten.rand.default", concat!("size, *, ", factory!()), random::rand),
+    def("aten.rand_like.default", concat!("self, *, ", factory!(), ", memory_format"), random::rand),
+    def("aten.randn.default", concat!("size, *, ", factory!()), random::randn),
+    def("aten.randn_like.default", concat!("self, *, ", factory!(), ", memory_format"), random::randn),
+    def("aten.randint.default", concat!("high, size, *, ", factory!()), random::randint),
+    def("aten.randint.low", concat!("low, high, size, *, ", factory!()), random::randint),
+    def("aten.randint_like.default", concat!("self, high, *, ", factory!(), ", memory_format"), random::randint),
+    def("aten.randint_like.low_dtype", concat!("self, low, high, *, ", factory!(), ", memory_format"), random::randint),
+    def("aten.randperm.default", concat!("n, *, ", factory!()), random::randperm),
+    def("aten.uniform.default", "self, from, to, *, generator", random::uniform),
+    def("aten.normal_functional.default", "self, mean, std, *, generator", random::normal_functional),
+    def("aten.normal.Tensor_float", "mean, std, *, generator", random::normal),
+    def("aten.normal.float_Tensor", "mean, std, *, generator", random::normal),
+    def("aten.normal.Tensor_Tensor", "mean, std, *, generator", random::normal),
+    def("aten.normal.float_float", concat!("mean, std, size, *, generator, ", factory!()), random::normal),
+    def("aten.bernoulli.p", "self, p, *, generator", random::bernoulli),
+    def("aten.exponential.default", "self, lambd, *, generator", random::exponential),
 ];
 
 /// The entry for `name`.

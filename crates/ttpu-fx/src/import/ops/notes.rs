@@ -1,0 +1,110 @@
+//! Notes on the decomposition table: which supported overloads leave variants out, and why the
+//! unsupported core overloads are not in the table. `docs/ops.md` is generated from these notes,
+//! the table and `data/core_ops.txt` (see [`crate::coverage`]).
+//!
+//! An overload in the table without a note is fully supported. An overload with a
+//! [`Note::Unsupported`] must not be in the table; the refusal message of the importer quotes it.
+
+/// What is known about one overload beyond its table entry.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Note {
+    /// In the table, but some variants are refused or differ from PyTorch: which ones.
+    Partial(&'static str),
+    /// Not in the table: why.
+    Unsupported(&'static str),
+}
+
+/// The note of every random op.
+const RANDOM: &str = "PyTorch's distribution from the seeded generator (see Random numbers), not PyTorch's \
+                      numbers; fixed at compile time, so every run draws the same numbers";
+
+/// Notes, at most one per overload.
+pub(crate) static NOTES: &[(&str, Note)] = &[
+    (
+        "aten._fft_c2r.default",
+        Note::Unsupported("FFTs take or produce complex tensors, and the IR has no complex dtypes"),
+    ),
+    (
+        "aten._fft_r2c.default",
+        Note::Unsupported("FFTs take or produce complex tensors, and the IR has no complex dtypes"),
+    ),
+    (
+        "aten._local_scalar_dense.default",
+        Note::Unsupported(
+            "it reads a tensor's value back to the host (`.item()`), which a compiled program cannot do; \
+             compute with the tensor instead",
+        ),
+    ),
+    (
+        "aten.index.Tensor",
+        Note::Partial("bool and uint8 mask indices are refused: their result shape depends on the data"),
+    ),
+    (
+        "aten.index_put.default",
+        Note::Partial("bool and uint8 mask indices are refused: the indexed shape depends on the data"),
+    ),
+    (
+        "aten.native_dropout.default",
+        Note::Partial(
+            "train=True draws the mask with the seeded generator (see Random numbers): PyTorch's \
+             distribution, not its numbers, fixed at compile time; eval mode is exact",
+        ),
+    ),
+    (
+        "aten.nonzero.default",
+        Note::Unsupported(
+            "its result shape depends on the data, and every IR shape is known at compile time; \
+             use a mask (`where`) instead",
+        ),
+    ),
+    ("aten.rand.default", Note::Partial(RANDOM)),
+    ("aten.rand_like.default", Note::Partial(RANDOM)),
+    ("aten.randn.default", Note::Partial(RANDOM)),
+    ("aten.randn_like.default", Note::Partial(RANDOM)),
+    ("aten.randint.default", Note::Partial(RANDOM)),
+    ("aten.randint.low", Note::Partial(RANDOM)),
+    ("aten.randint_like.default", Note::Partial(RANDOM)),
+    ("aten.randint_like.low_dtype", Note::Partial(RANDOM)),
+    (
+        "aten.randperm.default",
+        Note::Partial(
+            "a uniformly random permutation from the seeded generator (see Random numbers), not PyTorch's \
+             numbers; O(n²) like sort",
+        ),
+    ),
+    ("aten.uniform.default", Note::Partial(RANDOM)),
+    ("aten.normal_functional.default", Note::Partial(RANDOM)),
+    ("aten.normal.Tensor_float", Note::Partial(RANDOM)),
+    ("aten.normal.float_Tensor", Note::Partial(RANDOM)),
+    ("aten.normal.Tensor_Tensor", Note::Partial(RANDOM)),
+    ("aten.normal.float_float", Note::Partial(RANDOM)),
+    ("aten.bernoulli.p", Note::Partial(RANDOM)),
+    ("aten.exponential.default", Note::Partial(RANDOM)),
+    (
+        "aten.grid_sampler_2d.default",
+        Note::Partial("bicubic interpolation (mode 2) is refused; bilinear and nearest are exact"),
+    ),
+    (
+        "aten.sort.default",
+        Note::Partial(
+            "exact and stable, but O(n²): every element is compared with every other one along the sorted dim \
+             (the IR has no sort op), so long dims (a vocabulary) are too large",
+        ),
+    ),
+    (
+        "aten.sort.stable",
+        Note::Partial(
+            "exact and stable, but O(n²): every element is compared with every other one along the sorted dim \
+             (the IR has no sort op), so long dims (a vocabulary) are too large",
+        ),
+    ),
+    (
+        "aten.topk.default",
+        Note::Partial("exact, but built on the O(n²) sort, so k over long dims (a vocabulary) is too large"),
+    ),
+];
+
+/// The note on `name`, if any.
+pub(crate) fn note(name: &str) -> Option<Note> {
+    NOTES.iter().find(|(key, _)| *key == name).map(|(_, note)| *note)
+}
