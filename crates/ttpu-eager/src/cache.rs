@@ -33,25 +33,26 @@ use ttpu_pjrt::{Client, LoadedExecutable};
 const MAGIC: &[u8; 8] = b"TTPUEXE1";
 
 /// Executables by structure hash, each with the graph it runs; least recently used evicted first.
-pub(crate) struct CompileCache {
+/// Generic over the executable so that its bookkeeping is testable without a plugin.
+pub(crate) struct CompileCache<E = LoadedExecutable> {
     capacity: usize,
     /// Entries by structure hash. A bucket holds more than one entry only when different
     /// structures share a hash.
-    entries: HashMap<u64, Vec<Entry>>,
+    entries: HashMap<u64, Vec<Entry<E>>>,
     len: usize,
     tick: u64,
     disk: Option<DiskCache>,
 }
 
-struct Entry {
+struct Entry<E> {
     /// The graph compiled, kept to confirm hits exactly (see [`same_structure`]).
     graph: Graph,
-    executable: Arc<LoadedExecutable>,
+    executable: Arc<E>,
     last_used: u64,
 }
 
-impl CompileCache {
-    pub(crate) fn new(capacity: usize) -> CompileCache {
+impl<E> CompileCache<E> {
+    pub(crate) fn new(capacity: usize) -> CompileCache<E> {
         CompileCache { capacity, entries: HashMap::new(), len: 0, tick: 0, disk: None }
     }
 
@@ -73,7 +74,7 @@ impl CompileCache {
     }
 
     /// The executable compiled for a graph of `graph`'s structure, whose hash is `hash`.
-    pub(crate) fn get(&mut self, hash: u64, graph: &Graph) -> Option<Arc<LoadedExecutable>> {
+    pub(crate) fn get(&mut self, hash: u64, graph: &Graph) -> Option<Arc<E>> {
         self.tick += 1;
         let entry = self.entries.get_mut(&hash)?.iter_mut().find(|entry| same_structure(&entry.graph, graph))?;
         entry.last_used = self.tick;
@@ -81,7 +82,7 @@ impl CompileCache {
     }
 
     /// Keeps `executable` for graphs of `graph`'s structure; `hash` must be its structure hash.
-    pub(crate) fn insert(&mut self, hash: u64, graph: Graph, executable: Arc<LoadedExecutable>) {
+    pub(crate) fn insert(&mut self, hash: u64, graph: Graph, executable: Arc<E>) {
         self.tick += 1;
         let bucket = self.entries.entry(hash).or_default();
         if let Some(entry) = bucket.iter_mut().find(|entry| same_structure(&entry.graph, &graph)) {
@@ -123,36 +124,44 @@ impl CompileCache {
 /// outputs. Names and locations are ignored. Node ids are dense creation order in every graph
 /// the device runs, so definitions compare directly without renumbering.
 pub(crate) fn same_structure(a: &Graph, b: &Graph) -> bool {
+    if a.inputs.len() != b.inputs.len()
+        || a.node_count() != b.node_count()
+        || !a.inputs.iter().zip(&b.inputs).all(|(&x, &y)| a.ty(x) == b.ty(y))
+    {
+        return false;
+    }
+    // Graphs recorded by the same code number their values alike (inputs land at the same places
+    // between nodes). One sequential pass proves it, and then ids compare directly instead of
+    // looking up both definitions of every operand.
+    let same_numbering = a.value_count() == b.value_count()
+        && (0..a.value_count()).all(|index| {
+            let value = ValueId::new(index);
+            a.value(value).def == b.value(value).def
+        });
     let same_defs = |x: &[ValueId], y: &[ValueId]| {
-        x.len() == y.len() && x.iter().zip(y).all(|(&x, &y)| a.value(x).def == b.value(y).def)
+        if same_numbering {
+            x == y
+        } else {
+            x.len() == y.len() && x.iter().zip(y).all(|(&x, &y)| a.value(x).def == b.value(y).def)
+        }
     };
-    a.inputs.len() == b.inputs.len()
-        && a.node_count() == b.node_count()
-        && a.inputs.iter().zip(&b.inputs).all(|(&x, &y)| a.ty(x) == b.ty(y))
-        && a.nodes().zip(b.nodes()).all(|((_, x), (_, y))| {
-            // `Op`'s equality compares constants byte for byte (`Literal` holds raw bytes), so
-            // `-0.0` and `0.0`, or two NaN payloads, stay different structures.
-            x.results.len() == y.results.len() && x.op == y.op && same_defs(&x.operands, &y.operands)
-        })
-        && same_defs(&a.outputs, &b.outputs)
+    a.nodes().zip(b.nodes()).all(|((_, x), (_, y))| {
+        // `Op`'s equality compares constants byte for byte (`Literal` holds raw bytes), so `-0.0`
+        // and `0.0`, or two NaN payloads, stay different structures.
+        x.results.len() == y.results.len() && x.op == y.op && same_defs(&x.operands, &y.operands)
+    }) && same_defs(&a.outputs, &b.outputs)
 }
 
 /// Hashes a graph's structure in the order [`same_structure`] compares it, so that graphs of one
 /// structure always hash alike. Inputs and nodes are hashed in separate streams because the
 /// device adds inputs lazily, between nodes, while recording; [`StructureHasher::finish`] joins
 /// them with the outputs.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct StructureHasher {
     inputs: FxHasher,
     nodes: FxHasher,
     /// Nodes of the graph hashed so far (a prefix in creation order).
     hashed_nodes: usize,
-}
-
-impl Default for StructureHasher {
-    fn default() -> Self {
-        StructureHasher { inputs: FxHasher::default(), nodes: FxHasher::default(), hashed_nodes: 0 }
-    }
 }
 
 impl StructureHasher {
@@ -231,10 +240,10 @@ fn hash_op(op: &Op, hasher: &mut FxHasher) {
 }
 
 /// A multiply-rotate hash over machine words (the scheme of rustc's `FxHasher`): a few cycles per
-/// word, which matters because a warm read hashes every node. It is not collision resistant;
-/// [`same_structure`] makes the cache exact regardless.
+/// word, which matters because a warm read hashes every node and recording looks up buffers by
+/// address. It is not collision resistant; [`same_structure`] makes the cache exact regardless.
 #[derive(Clone, Debug, Default)]
-struct FxHasher {
+pub(crate) struct FxHasher {
     hash: u64,
 }
 
@@ -281,7 +290,10 @@ impl Hasher for FxHasher {
     }
 
     fn finish(&self) -> u64 {
-        self.hash
+        // The multiply leaves the low bits depending on the low input bits only (all zero for
+        // aligned addresses); hash tables index buckets by the low bits, so rotate the well-mixed
+        // high bits down.
+        self.hash.rotate_left(26)
     }
 }
 
@@ -414,4 +426,146 @@ pub(crate) fn cache_key(graph: &Graph) -> String {
         let _ = write!(key, " {}", numbers[output.index_usize()]);
     }
     key
+}
+
+#[cfg(test)]
+mod tests {
+    use ttpu_ir::{BinaryOp, DType, GraphBuilder, Literal, ReduceKind, Scalar, Shape, TensorType, UnaryOp};
+
+    use super::*;
+
+    fn f32s(dims: &[i64]) -> TensorType {
+        TensorType::new(DType::F32, Shape::from_static(dims))
+    }
+
+    /// `op(x, y)` on two inputs of `ty`, returned.
+    fn binary(op: BinaryOp, ty: TensorType) -> Graph {
+        let mut builder = GraphBuilder::new();
+        let x = builder.input(ty.clone(), None);
+        let y = builder.input(ty, None);
+        let z = builder.binary(op, x, y).unwrap();
+        builder.finish(&[z])
+    }
+
+    fn assert_differ(a: &Graph, b: &Graph) {
+        assert!(!same_structure(a, b) && !same_structure(b, a));
+        assert_ne!(StructureHasher::of(a), StructureHasher::of(b));
+    }
+
+    fn assert_same(a: &Graph, b: &Graph) {
+        assert!(same_structure(a, b) && same_structure(b, a));
+        assert_eq!(StructureHasher::of(a), StructureHasher::of(b));
+    }
+
+    #[test]
+    fn the_structure_tells_apart_ops_attributes_dtypes_and_shapes() {
+        let base = binary(BinaryOp::Add, f32s(&[4]));
+        assert_same(&base, &binary(BinaryOp::Add, f32s(&[4])));
+        assert_differ(&base, &binary(BinaryOp::Multiply, f32s(&[4])));
+        assert_differ(&base, &binary(BinaryOp::Add, f32s(&[5])));
+        assert_differ(&base, &binary(BinaryOp::Add, f32s(&[2, 2])));
+        assert_differ(&base, &binary(BinaryOp::Add, TensorType::new(DType::F64, Shape::from_static(&[4]))));
+
+        let reduce = |dims: &[i64]| {
+            let mut builder = GraphBuilder::new();
+            let x = builder.input(f32s(&[2, 2]), None);
+            let sum = builder.reduce(x, ReduceKind::Sum, dims).unwrap();
+            builder.finish(&[sum])
+        };
+        assert_differ(&reduce(&[0]), &reduce(&[1]));
+    }
+
+    #[test]
+    fn constants_compare_by_their_bytes() {
+        let scaled = |value: f64| {
+            let mut builder = GraphBuilder::new();
+            let x = builder.input(f32s(&[]), None);
+            let c = builder.constant(Literal::scalar(DType::F32, Scalar::Float(value)));
+            let z = builder.binary(BinaryOp::Multiply, x, c).unwrap();
+            builder.finish(&[z])
+        };
+        assert_same(&scaled(2.0), &scaled(2.0));
+        assert_differ(&scaled(2.0), &scaled(3.0));
+        // Equal as floats, different programs: `x * -0.0` and `x * 0.0` differ in sign.
+        assert_differ(&scaled(0.0), &scaled(-0.0));
+    }
+
+    #[test]
+    fn operand_order_and_outputs_are_part_of_the_structure() {
+        let mut builder = GraphBuilder::new();
+        let x = builder.input(f32s(&[3]), None);
+        let y = builder.input(f32s(&[3]), None);
+        let forward = builder.binary(BinaryOp::Subtract, x, y).unwrap();
+        let backward = builder.binary(BinaryOp::Subtract, y, x).unwrap();
+        let both = builder.finish(&[forward, backward]);
+        let mut swapped = both.clone();
+        swapped.outputs = [backward, forward].into_iter().collect();
+        assert_differ(&both, &swapped);
+        let mut one = both.clone();
+        one.outputs = [forward].into_iter().collect();
+        assert_differ(&both, &one);
+    }
+
+    #[test]
+    fn incremental_hashing_matches_hashing_the_whole_graph() {
+        // Inputs arrive between nodes, as the device adds them when an op first reads a buffer.
+        let mut builder = GraphBuilder::new();
+        let mut hasher = StructureHasher::default();
+        let x = builder.input(f32s(&[8]), None);
+        hasher.add_input(&f32s(&[8]));
+        let e = builder.unary(UnaryOp::Exponential, x).unwrap();
+        hasher.catch_up(builder.graph());
+        let y = builder.input(f32s(&[8]), None);
+        hasher.add_input(&f32s(&[8]));
+        let z = builder.binary(BinaryOp::Add, e, y).unwrap();
+        let t = builder.unary(UnaryOp::Tanh, z).unwrap();
+        hasher.catch_up(builder.graph());
+        let incremental = hasher.finish(builder.graph(), &[t]);
+        let graph = builder.finish(&[t]);
+        assert_eq!(incremental, StructureHasher::of(&graph));
+
+        // The same program with both inputs declared first has the same structure.
+        let mut builder = GraphBuilder::new();
+        let x = builder.input(f32s(&[8]), None);
+        let y = builder.input(f32s(&[8]), None);
+        let e = builder.unary(UnaryOp::Exponential, x).unwrap();
+        let z = builder.binary(BinaryOp::Add, e, y).unwrap();
+        let t = builder.unary(UnaryOp::Tanh, z).unwrap();
+        assert_same(&graph, &builder.finish(&[t]));
+    }
+
+    #[test]
+    fn entries_sharing_a_hash_stay_apart() {
+        let add = binary(BinaryOp::Add, f32s(&[4]));
+        let mul = binary(BinaryOp::Multiply, f32s(&[4]));
+        let sub = binary(BinaryOp::Subtract, f32s(&[4]));
+        let mut cache = CompileCache::<&str>::new(8);
+        // One hash for all three, as a collision would give.
+        cache.insert(7, add.clone(), Arc::new("add"));
+        cache.insert(7, mul.clone(), Arc::new("mul"));
+        assert_eq!(cache.len(), 2);
+        assert_eq!(cache.get(7, &add).as_deref(), Some(&"add"));
+        assert_eq!(cache.get(7, &mul).as_deref(), Some(&"mul"));
+        assert_eq!(cache.get(7, &sub), None);
+        assert_eq!(cache.get(8, &add), None);
+        // Inserting an existing structure replaces its executable instead of adding an entry.
+        cache.insert(7, add.clone(), Arc::new("add again"));
+        assert_eq!((cache.len(), cache.get(7, &add).as_deref()), (2, Some(&"add again")));
+    }
+
+    #[test]
+    fn eviction_drops_the_least_recently_used_across_buckets() {
+        let graphs: Vec<Graph> =
+            [BinaryOp::Add, BinaryOp::Multiply, BinaryOp::Subtract].map(|op| binary(op, f32s(&[4]))).into();
+        let mut cache = CompileCache::<usize>::new(2);
+        cache.insert(1, graphs[0].clone(), Arc::new(0));
+        cache.insert(1, graphs[1].clone(), Arc::new(1));
+        assert!(cache.get(1, &graphs[0]).is_some());
+        cache.insert(2, graphs[2].clone(), Arc::new(2));
+        assert_eq!(cache.len(), 2);
+        assert!(cache.get(1, &graphs[1]).is_none(), "the least recently used entry leaves");
+        assert!(cache.get(1, &graphs[0]).is_some() && cache.get(2, &graphs[2]).is_some());
+        cache.set_capacity(0);
+        assert_eq!(cache.len(), 0);
+    }
 }

@@ -13,15 +13,16 @@
 //! tensor's data, which keeps many threads on one device free of deadlocks.
 
 use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use smallvec::SmallVec;
-use ttpu_ir::{Graph, GraphBuilder, ValueId};
+use ttpu_ir::{EntityId, Graph, GraphBuilder, NodeId, TensorType, ValueId};
 use ttpu_pjrt::{Buffer, Client, Plugin};
 
-use crate::cache::{CompileCache, DiskCache, StructureHasher, cache_key};
+use crate::cache::{CompileCache, DiskCache, FxHasher, StructureHasher, cache_key};
 use crate::tensor::{Data, TensorNode};
 use crate::{Error, Result, Tensor};
 
@@ -96,7 +97,8 @@ pub(crate) struct State {
     /// The buffer each pending-graph input reads, by input index.
     inputs: Vec<Arc<Buffer>>,
     /// Input already made for a buffer, by the buffer's address (kept alive by `inputs`).
-    input_of_buffer: HashMap<usize, ValueId>,
+    /// Hashed with `FxHasher`: recording looks an operand's buffer up here on every op.
+    input_of_buffer: HashMap<usize, ValueId, BuildHasherDefault<FxHasher>>,
     /// Tensors recorded in this epoch; dead ones are skipped when materializing.
     recorded: Vec<Weak<TensorNode>>,
     /// The structure hash of the pending graph, kept up to date as ops are recorded so that a
@@ -112,10 +114,23 @@ impl State {
             epoch,
             builder: GraphBuilder::new(),
             inputs: Vec::new(),
-            input_of_buffer: HashMap::new(),
+            input_of_buffer: HashMap::default(),
             recorded: Vec::new(),
             structure: StructureHasher::default(),
         }
+    }
+
+    /// Starts an empty pending graph in a new epoch. The arenas of `spare` (the graph just run)
+    /// or of the old pending graph are reused, so steady-state recording does not regrow them.
+    fn reset(&mut self, spare: Option<Graph>) {
+        let mut graph = spare.unwrap_or_else(|| std::mem::take(&mut self.builder).finish(&[]));
+        graph.clear();
+        self.builder = GraphBuilder::from_graph(graph);
+        self.epoch += 1;
+        self.inputs.clear();
+        self.input_of_buffer.clear();
+        self.recorded.clear();
+        self.structure = StructureHasher::default();
     }
 
     /// The pending-graph value holding `tensor`, adding its buffer as an input if needed.
@@ -129,7 +144,7 @@ impl State {
                 if let Some(&value) = self.input_of_buffer.get(&address) {
                     return Ok(value);
                 }
-                let value = self.builder.input(tensor.node.ty.clone(), None);
+                let value = self.builder.input(TensorType::clone(&tensor.node.ty), None);
                 self.structure.add_input(&tensor.node.ty);
                 self.inputs.push(Arc::clone(buffer));
                 self.input_of_buffer.insert(address, value);
@@ -299,9 +314,22 @@ impl Device {
         let state = &mut *state;
         state.structure.catch_up(state.builder.graph());
         let value = built?;
-        let ty = state.builder.ty(value).clone();
+        let ty = state.builder.ty(value);
+        let ty = match operands.iter().find(|operand| *operand.node.ty == *ty) {
+            Some(operand) => Arc::clone(&operand.node.ty),
+            None => Arc::new(ty.clone()),
+        };
         let data = Data::Pending { epoch: state.epoch, value };
         let node = Arc::new(TensorNode { device: self.clone(), ty, data: Mutex::new(data) });
+        // A chain `x = x.op()` drops each result one op after the next one is recorded. Forgetting
+        // such dead entries now frees their nodes while the allocator's caches are warm, instead
+        // of a thousand at once when the graph runs; the order of the rest is kept.
+        while let [.., before_last, _] = state.recorded.as_slice()
+            && before_last.strong_count() == 0
+        {
+            let index = state.recorded.len() - 2;
+            state.recorded.remove(index);
+        }
         state.recorded.push(Arc::downgrade(&node));
         if state.mode != Mode::DeferAndFuse || state.builder.graph().node_count() > state.pending_limit {
             self.materialize(state)?;
@@ -325,6 +353,7 @@ impl Device {
     /// Runs the pending work of every live tensor and starts an empty pending graph.
     fn materialize(&self, state: &mut State) -> Result<()> {
         let live = state.live()?;
+        let mut spare = None;
         if !live.is_empty() {
             let outputs: Vec<ValueId> = live.iter().map(|(_, value)| *value).collect();
             let needed = Needed::of(state.builder.graph(), &outputs);
@@ -358,8 +387,11 @@ impl Device {
             for ((node, _), buffer) in live.iter().zip(results) {
                 *node.data.lock()? = Data::Ready(Arc::new(buffer));
             }
+            if taken {
+                spare = Some(graph);
+            }
         }
-        *state = State::new(state.mode, state.pending_limit, state.epoch + 1);
+        state.reset(spare);
         Ok(())
     }
 
@@ -443,9 +475,11 @@ impl Needed {
         }
         let mut nodes = vec![false; graph.node_count()];
         // Creation order is topological, so one backward walk sees every user before its operands.
-        for (node_id, node) in graph.nodes().collect::<Vec<_>>().into_iter().rev() {
+        // Indexed rather than collected and reversed: this runs on every materialization.
+        for index in (0..graph.node_count()).rev() {
+            let node = graph.node(NodeId::new(index));
             if node.results.iter().any(|result| values[result.index_usize()]) {
-                nodes[node_id.index_usize()] = true;
+                nodes[index] = true;
                 for operand in &node.operands {
                     values[operand.index_usize()] = true;
                 }

@@ -31,7 +31,9 @@ pub struct Tensor {
 
 pub(crate) struct TensorNode {
     pub(crate) device: Device,
-    pub(crate) ty: TensorType,
+    /// Shared with the operand of the same type where there is one (most elementwise results):
+    /// it keeps the node small enough for the allocator's fast bins and saves a copy per op.
+    pub(crate) ty: Arc<TensorType>,
     pub(crate) data: Mutex<Data>,
 }
 
@@ -119,7 +121,7 @@ impl Tensor {
 
     fn ready(device: &Device, ty: TensorType, buffer: Buffer) -> Tensor {
         let data = Mutex::new(Data::Ready(Arc::new(buffer)));
-        Tensor { node: Arc::new(TensorNode { device: device.clone(), ty, data }) }
+        Tensor { node: Arc::new(TensorNode { device: device.clone(), ty: Arc::new(ty), data }) }
     }
 
     /// The device holding this tensor.
@@ -202,13 +204,22 @@ impl Tensor {
         compute_dtype: impl FnOnce(DType) -> Option<DType>,
         build: impl FnOnce(&mut GraphBuilder, ValueId, ValueId) -> Result<ValueId>,
     ) -> Result<Tensor> {
+        let scalar_shape;
         let (rhs_dtype, rhs_priority, rhs_shape) = match rhs {
-            Operand::Tensor(tensor) => (tensor.dtype(), tensor.priority(), tensor.shape().clone()),
-            Operand::Scalar(_, dtype) => (dtype, Priority::Wrapped, Shape::scalar()),
+            Operand::Tensor(tensor) => (tensor.dtype(), tensor.priority(), tensor.shape()),
+            Operand::Scalar(_, dtype) => {
+                scalar_shape = Shape::scalar();
+                (dtype, Priority::Wrapped, &scalar_shape)
+            }
         };
-        let common = result_type(&[(self.dtype(), self.priority()), (rhs_dtype, rhs_priority)]);
+        // Two tensors of one dtype promote to it whatever their priorities; most ops are such.
+        let common = if matches!(rhs, Operand::Tensor(_)) && rhs_dtype == self.dtype() {
+            rhs_dtype
+        } else {
+            result_type(&[(self.dtype(), self.priority()), (rhs_dtype, rhs_priority)])
+        };
         let dtype = compute_dtype(common).ok_or(Error::UnsupportedDType { op, dtype: common })?;
-        let shape = broadcast_shapes(self.shape(), &rhs_shape)?;
+        let shape = broadcast_shapes(self.shape(), rhs_shape)?;
         let operands: SmallVec<[&Tensor; 2]> = match rhs {
             Operand::Tensor(tensor) => smallvec::smallvec![self, tensor],
             Operand::Scalar(..) => smallvec::smallvec![self],

@@ -32,7 +32,7 @@ fn elements(ty: &TensorType) -> u64 {
     ty.shape.dims().iter().fold(1u64, |acc, dim| {
         let size = match dim {
             Dim::Static(size) => u64::try_from(*size).unwrap_or(0),
-            Dim::Sym(_) => SYMBOL_SIZE,
+            Dim::Sym(_) | Dim::Expr(_) => SYMBOL_SIZE,
         };
         acc.saturating_mul(size)
     })
@@ -80,7 +80,7 @@ fn op_cost(op: &Op, operand_types: &[&TensorType], result: &TensorType) -> Cost 
             let contracted = dims.lhs_contracting.iter().fold(1u64, |acc, &dim| {
                 let size = match &operand_types[0].shape[dim as usize] {
                     Dim::Static(size) => u64::try_from(*size).unwrap_or(0),
-                    Dim::Sym(_) => SYMBOL_SIZE,
+                    Dim::Sym(_) | Dim::Expr(_) => SYMBOL_SIZE,
                 };
                 acc.saturating_mul(size)
             });

@@ -67,6 +67,7 @@ fn hash_op(op: &Op, hasher: &mut impl Hasher) {
         // The state is an operand, so two generators merge only when their states are the same
         // e-class: equal states give equal bits.
         Op::RngBitGenerator { algorithm, dtype, shape } => (algorithm, dtype, shape).hash(hasher),
+        Op::DimSize(dimension) => dimension.hash(hasher),
     }
 }
 

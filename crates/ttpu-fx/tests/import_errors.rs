@@ -84,6 +84,6 @@ fn error_variants_and_locations() {
     }
     assert!(matches!(load_error("signature_missing_input"), Error::Signature { .. }));
     assert!(matches!(load_error("signature_wrong_output"), Error::Signature { .. }));
-    assert!(matches!(load_error("dynamic_compound_dim"), Error::DynamicDims { .. }));
+    assert!(matches!(load_error("dynamic_compound_dim"), Error::TypeMismatch { .. }));
     assert!(matches!(load_error("bad_arguments"), Error::BadArguments { .. }));
 }

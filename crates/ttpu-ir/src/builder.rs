@@ -7,7 +7,7 @@ use smallvec::SmallVec;
 
 use crate::infer::{InferError, infer};
 use crate::{
-    BinaryOp, CompareDirection, ConvDims, DType, DotDims, GatherDims, Graph, Literal, Loc, Op, ReduceKind,
+    BinaryOp, CompareDirection, ConvDims, DType, Dim, DotDims, GatherDims, Graph, Literal, Loc, Op, ReduceKind,
     RngAlgorithm, ScatterDims, Shape, TensorType, UnaryOp, ValueId, Window,
 };
 
@@ -71,13 +71,18 @@ impl GraphBuilder {
             let types: SmallVec<[&TensorType; 4]> = operands.iter().map(|&value| self.graph.ty(value)).collect();
             infer(&op, &types)?
         };
-        let node = self.graph.push_node(op, operands, result_types.into_vec(), self.loc.clone());
+        let node = self.graph.push_node(op, operands, result_types, self.loc.clone());
         Ok(self.graph.node(node).results[0])
     }
 
     /// A constant tensor.
     pub fn constant(&mut self, literal: Literal) -> ValueId {
         self.op(Op::Constant(literal), &[]).expect("a constant always has a type")
+    }
+
+    /// The size of dim `dimension` of `operand`, as an `i64` scalar.
+    pub fn dim_size(&mut self, operand: ValueId, dimension: i64) -> Built {
+        self.op(Op::DimSize(dimension), &[operand])
     }
 
     /// `iota` counting along `dimension`.
@@ -132,6 +137,12 @@ impl GraphBuilder {
 
     /// Strided slice.
     pub fn slice(&mut self, operand: ValueId, start: &[i64], limit: &[i64], strides: &[i64]) -> Built {
+        let limit = limit.iter().map(|&end| Dim::Static(end)).collect();
+        self.op(Op::Slice { start: start.into(), limit, strides: strides.into() }, &[operand])
+    }
+
+    /// A strided slice whose limits may be symbolic.
+    pub fn slice_to(&mut self, operand: ValueId, start: &[i64], limit: &[Dim], strides: &[i64]) -> Built {
         self.op(Op::Slice { start: start.into(), limit: limit.into(), strides: strides.into() }, &[operand])
     }
 

@@ -126,6 +126,17 @@ impl Graph {
         )
     }
 
+    /// Removes every node, value, input, output and symbol but keeps the allocations, so a graph
+    /// that is rebuilt again and again (an eager device's pending graph) does not regrow its
+    /// arenas each time.
+    pub fn clear(&mut self) {
+        self.nodes.clear();
+        self.values.clear();
+        self.symbols = SymbolTable::default();
+        self.inputs.clear();
+        self.outputs.clear();
+    }
+
     /// Appends an input of type `ty`.
     pub fn add_input(&mut self, ty: TensorType, name: Option<String>) -> ValueId {
         let index = u32::try_from(self.inputs.len()).expect("fewer than 2^32 inputs");
@@ -140,7 +151,7 @@ impl Graph {
         &mut self,
         op: Op,
         operands: &[ValueId],
-        result_types: Vec<TensorType>,
+        result_types: impl IntoIterator<Item = TensorType>,
         loc: Loc,
     ) -> NodeId {
         let node_id = NodeId::new_from(self.nodes.len());
@@ -184,7 +195,7 @@ impl Graph {
                 .iter()
                 .map(|operand| map[operand.index_usize()].expect("operands precede users"))
                 .collect();
-            let types = node.results.iter().map(|&result| self.values[result].ty.clone()).collect();
+            let types = node.results.iter().map(|&result| self.values[result].ty.clone());
             let new_node = rebuilt.push_node(node.op.clone(), &operands, types, node.loc.clone());
             for (old, &new) in node.results.iter().zip(rebuilt.nodes[new_node].results.iter()) {
                 map[old.index_usize()] = Some(new);

@@ -63,6 +63,11 @@ impl<K: EntityId, V> IdVec<K, V> {
         id
     }
 
+    /// Removes every entry, keeping the allocation for reuse.
+    pub fn clear(&mut self) {
+        self.items.clear();
+    }
+
     /// Number of entries.
     pub fn len(&self) -> usize {
         self.items.len()

@@ -19,6 +19,7 @@
 #![warn(missing_docs)]
 
 mod builder;
+mod dim_expr;
 mod dtype;
 mod graph;
 mod id;
@@ -31,6 +32,7 @@ pub mod text;
 mod verify;
 
 pub use builder::GraphBuilder;
+pub use dim_expr::{Atom, DimExpr};
 pub use dtype::{DType, UnknownDType};
 pub use graph::{Graph, Loc, Node, NodeId, ValueData, ValueDef, ValueId};
 pub use id::{EntityId, IdVec};

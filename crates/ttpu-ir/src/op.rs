@@ -7,7 +7,7 @@
 
 use smallvec::SmallVec;
 
-use crate::{DType, Literal, Shape};
+use crate::{DType, Dim, Literal, Shape};
 
 /// Elementwise ops of one operand whose result has the operand's type (except `is_finite`).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -463,12 +463,14 @@ pub enum Op {
         /// Result shape.
         shape: Shape,
     },
-    /// Strided static slice.
+    /// Strided slice. Starts and strides are static; a limit may be symbolic (`x[:, :s0]`, or a
+    /// symbolic dim taken whole), and is then trusted to lie within the operand, as PyTorch's
+    /// guards promise.
     Slice {
         /// First index per dim.
         start: SmallVec<[i64; 4]>,
         /// One past the last index per dim.
-        limit: SmallVec<[i64; 4]>,
+        limit: SmallVec<[Dim; 4]>,
         /// Step per dim.
         strides: SmallVec<[i64; 4]>,
     },
@@ -520,6 +522,10 @@ pub enum Op {
         /// Result shape (static).
         shape: Shape,
     },
+    /// The size of dim `.0` of the operand as an `i64` scalar: how a symbolic size becomes a
+    /// value (`x * x.size(0)`). The frontend folds static sizes to constants, so this appears
+    /// only for symbolic dims.
+    DimSize(i64),
 }
 
 impl Op {
@@ -547,6 +553,7 @@ impl Op {
             Op::Gather(_) => "gather",
             Op::Scatter(_) => "scatter",
             Op::RngBitGenerator { .. } => "rng_bit_generator",
+            Op::DimSize(_) => "dim_size",
         }
     }
 }

@@ -58,6 +58,22 @@ fn mixing_reason(graph: &Graph, node: &Node, symbol: &str) -> Option<String> {
     if operand_dims.iter().chain(&result_dims).all(Vec::is_empty) {
         return None;
     }
+    // A size computed from the symbol (`2*s0` from a concatenation, `s0*s1` from a reshape) means
+    // positions along it are not the symbol's own positions any more.
+    let compound = node.operands.iter().chain(&node.results).find_map(|&value| {
+        graph.ty(value).shape.dims().iter().find_map(|dim| match dim {
+            Dim::Expr(expr) if expr.symbols().iter().any(|name| name.as_ref() == symbol) => Some(expr.clone()),
+            _ => None,
+        })
+    });
+    let at_node = || {
+        let name = node.loc.name.as_deref().unwrap_or("?");
+        let origin = node.loc.origin.as_deref().map_or(String::new(), |origin| format!(" ({origin})"));
+        format!("`{}` at node `{name}`{origin}", node.op.mnemonic())
+    };
+    if let Some(expr) = compound {
+        return Some(format!("{} has the size `{expr}`, computed from `{symbol}`", at_node()));
+    }
     let touches = |dims: &[i64], used: &[i64]| dims.iter().any(|dim| used.contains(dim));
     let mixes = match &node.op {
         Op::Constant(_) | Op::Iota { .. } => false,
@@ -83,12 +99,10 @@ fn mixing_reason(graph: &Graph, node: &Node, symbol: &str) -> Option<String> {
         }
         // Random bits depend on the whole shape (its shape is static, so this is never reached).
         Op::Slice { .. } | Op::Concatenate(_) | Op::Pad { .. } | Op::Scatter(_) | Op::RngBitGenerator { .. } => true,
+        // The size itself is data: padding would change it.
+        Op::DimSize(dimension) => operand_dims[0].contains(dimension),
     };
-    mixes.then(|| {
-        let name = node.loc.name.as_deref().unwrap_or("?");
-        let origin = node.loc.origin.as_deref().map_or(String::new(), |origin| format!(" ({origin})"));
-        format!("`{}` at node `{name}`{origin} mixes positions along `{symbol}`", node.op.mnemonic())
-    })
+    mixes.then(|| format!("{} mixes positions along `{symbol}`", at_node()))
 }
 
 /// Whether a reshape keeps the symbol's dim as a block of its own: the dims before it multiply to

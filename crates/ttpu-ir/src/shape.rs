@@ -1,8 +1,11 @@
 //! Shapes, dims and tensor types.
 //!
-//! A dim is either a static size or a symbol from the model's range constraints (`s77`). Symbols
-//! carry their name, so a type prints the same way everywhere (`f32[s77, 8]`); their ranges live in
-//! the graph's [`SymbolTable`].
+//! A dim is a static size, a symbol from the model's range constraints (`s77`), or a compound
+//! expression of symbols ([`DimExpr`]: `s0*s1`, `2*s0 + 1`). Symbols carry their name, so a type
+//! prints the same way everywhere (`f32[s77, 8]`); their ranges live in the graph's
+//! [`SymbolTable`]. A dim is always in its simplest form: an expression that is a constant is
+//! `Static`, one that is a single symbol is `Sym` ([`DimExpr::into_dim`]), so `==` on dims is
+//! equality of sizes as polynomials.
 
 use std::fmt;
 use std::sync::Arc;
@@ -10,7 +13,7 @@ use std::sync::Arc;
 use indexmap::IndexMap;
 use smallvec::SmallVec;
 
-use crate::DType;
+use crate::{DType, DimExpr};
 
 /// One dimension of a shape.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -19,6 +22,8 @@ pub enum Dim {
     Static(i64),
     /// A size named by a symbol, known only at run time.
     Sym(Arc<str>),
+    /// A size computed from symbols; never a constant or a bare symbol.
+    Expr(Arc<DimExpr>),
 }
 
 impl Dim {
@@ -26,8 +31,55 @@ impl Dim {
     pub fn as_static(&self) -> Option<i64> {
         match self {
             Dim::Static(size) => Some(*size),
-            Dim::Sym(_) => None,
+            Dim::Sym(_) | Dim::Expr(_) => None,
         }
+    }
+
+    /// The symbols this size depends on, sorted.
+    pub fn symbols(&self) -> Vec<Arc<str>> {
+        match self {
+            Dim::Static(_) => Vec::new(),
+            Dim::Sym(name) => vec![name.clone()],
+            Dim::Expr(expr) => expr.symbols(),
+        }
+    }
+
+    /// The size once every symbol has a value; `None` when one is missing.
+    pub fn eval(&self, values: &IndexMap<String, i64>) -> Option<i64> {
+        match self {
+            Dim::Static(size) => Some(*size),
+            Dim::Sym(name) => values.get(name.as_ref()).copied(),
+            Dim::Expr(expr) => expr.eval(values),
+        }
+    }
+
+    /// `self + other`, simplified; `None` on overflow.
+    pub fn checked_add(&self, other: &Dim) -> Option<Dim> {
+        match (self, other) {
+            (Dim::Static(a), Dim::Static(b)) => a.checked_add(*b).map(Dim::Static),
+            _ => DimExpr::of(self).checked_add(&DimExpr::of(other)).map(DimExpr::into_dim),
+        }
+    }
+
+    /// `self - other`, simplified; `None` on overflow.
+    pub fn checked_sub(&self, other: &Dim) -> Option<Dim> {
+        match (self, other) {
+            (Dim::Static(a), Dim::Static(b)) => a.checked_sub(*b).map(Dim::Static),
+            _ => DimExpr::of(self).checked_sub(&DimExpr::of(other)).map(DimExpr::into_dim),
+        }
+    }
+
+    /// `self * other`, simplified; `None` on overflow.
+    pub fn checked_mul(&self, other: &Dim) -> Option<Dim> {
+        match (self, other) {
+            (Dim::Static(a), Dim::Static(b)) => a.checked_mul(*b).map(Dim::Static),
+            _ => DimExpr::of(self).checked_mul(&DimExpr::of(other)).map(DimExpr::into_dim),
+        }
+    }
+
+    /// `self // divisor` with Python rounding, simplified; `None` unless `divisor > 0`.
+    pub fn floor_div(&self, divisor: i64) -> Option<Dim> {
+        DimExpr::of(self).floor_div(divisor).map(DimExpr::into_dim)
     }
 }
 
@@ -42,6 +94,7 @@ impl fmt::Display for Dim {
         match self {
             Dim::Static(size) => write!(f, "{size}"),
             Dim::Sym(name) => f.write_str(name),
+            Dim::Expr(expr) => write!(f, "{expr}"),
         }
     }
 }
@@ -84,6 +137,11 @@ impl Shape {
     /// Product of the sizes, if every dim is static and the product fits in an `i64`.
     pub fn num_elements(&self) -> Option<i64> {
         self.0.iter().try_fold(1i64, |acc, dim| dim.as_static().and_then(|size| acc.checked_mul(size)))
+    }
+
+    /// Product of the sizes, symbolic or not; `None` on overflow.
+    pub fn element_count(&self) -> Option<Dim> {
+        self.0.iter().try_fold(Dim::Static(1), |acc, dim| acc.checked_mul(dim))
     }
 }
 

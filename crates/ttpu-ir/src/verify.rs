@@ -4,7 +4,7 @@
 use std::fmt;
 
 use crate::infer::infer;
-use crate::{Dim, Graph, TensorType, ValueDef, ValueId};
+use crate::{Graph, TensorType, ValueDef, ValueId};
 
 /// Everything wrong with a graph.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -22,10 +22,10 @@ pub fn verify(graph: &Graph) -> Result<(), VerifyErrors> {
     let mut defined = vec![false; graph.value_count()];
     let check_symbols = |ty: &TensorType, what: &str, errors: &mut Vec<String>| {
         for dim in ty.shape.dims() {
-            if let Dim::Sym(name) = dim
-                && graph.symbols.range(name).is_none()
-            {
-                errors.push(format!("{what} uses undeclared symbol `{name}`"));
+            for name in dim.symbols() {
+                if graph.symbols.range(&name).is_none() {
+                    errors.push(format!("{what} uses undeclared symbol `{name}`"));
+                }
             }
         }
     };

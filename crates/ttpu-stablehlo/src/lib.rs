@@ -36,13 +36,19 @@ use ttpu_ir::{Graph, TensorType, ValueId, VerifyErrors};
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// A value has a symbolic dim; lowering handles static shapes only for now.
-    #[error("dynamic dims not supported yet: value {value} has type {ty}")]
+    /// A value has a symbolic dim and the options ask for static shapes.
+    #[error("value {value} has the symbolic type {ty}: give the symbols values, or lower shape-polymorphic")]
     DynamicDims {
         /// The first value (inputs first, then node results in order) with a symbolic dim.
         value: ValueId,
         /// Its type.
         ty: TensorType,
+    },
+    /// A symbol is not the size of any input dim, so a shape-polymorphic module cannot compute it.
+    #[error("symbol `{symbol}` is not the size of any input dim, so the module cannot compute it at run time")]
+    UnboundSymbol {
+        /// The symbol.
+        symbol: String,
     },
     /// The graph breaks the IR's own invariants (`ttpu_ir::verify`).
     #[error(transparent)]
@@ -71,11 +77,16 @@ pub struct LowerOptions {
     /// Print `module`/`func.func`/`func.return` in generic form too. StableHLO ops are always
     /// generic (their dialect is unregistered here).
     pub generic: bool,
+    /// Keep symbolic dims as `?` and compute sizes at run time (`get_dimension_size`,
+    /// `dynamic_broadcast_in_dim`, `dynamic_reshape`, `dynamic_iota`, `real_dynamic_slice`): a
+    /// portable module that a StableHLO consumer refines to concrete shapes. PJRT plugins compile
+    /// static modules only, so execution lowers per concrete shape instead.
+    pub shape_polymorphic: bool,
 }
 
 /// Lowers `graph` to the text of a StableHLO module with one public `func.func @main`.
 ///
-/// The graph must have static shapes. The module is verified by MLIR before printing, and the
+/// The graph must have static shapes (see [`LowerOptions::shape_polymorphic`]). The module is verified by MLIR before printing, and the
 /// text is deterministic: the same graph always gives the same bytes.
 pub fn lower(graph: &Graph) -> Result<String, Error> {
     lower_with(graph, &LowerOptions::default())

@@ -10,7 +10,10 @@ use melior::ir::operation::{OperationLike, OperationPrintingFlags};
 use melior::ir::r#type::FunctionType;
 use melior::ir::{Block, BlockLike, Location, Module, Operation, Region, RegionLike, Type, Value};
 use smallvec::SmallVec;
-use ttpu_ir::{DType, Graph, Literal, Loc, Node, Op, ReduceKind, TensorType};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use ttpu_ir::{Atom, CompareDirection, DType, Dim, Graph, Literal, Loc, Node, Op, ReduceKind, Scalar, TensorType};
 
 use crate::context::Session;
 use crate::ops::{self, internal};
@@ -19,7 +22,9 @@ use crate::{Error, LowerOptions};
 
 /// Checks, builds, verifies and prints.
 pub(crate) fn lower(graph: &Graph, options: &LowerOptions) -> Result<String, Error> {
-    check_static(graph)?;
+    if !options.shape_polymorphic {
+        check_static(graph)?;
+    }
     ttpu_ir::verify(graph)?;
 
     let session = Session::new();
@@ -115,6 +120,7 @@ fn build_module<'c>(context: &'c Context, graph: &Graph) -> Result<Module<'c>, E
 /// Fills the body of `@main`: every node, then `return`.
 fn lower_body<'c>(context: &'c Context, graph: &Graph, block: &Block<'c>) -> Result<(), Error> {
     let mut values: Vec<Option<Value<'c, '_>>> = vec![None; graph.value_count()];
+    let mut sizes = RuntimeSizes::new(graph);
     for (index, &input) in graph.inputs.iter().enumerate() {
         let argument = block.argument(index).map_err(|error| internal("reading a function argument", error))?;
         values[input.index_usize()] = Some(argument.into());
@@ -130,7 +136,11 @@ fn lower_body<'c>(context: &'c Context, graph: &Graph, block: &Block<'c>) -> Res
             .iter()
             .map(|&operand| lookup(&values, operand))
             .collect::<Result<SmallVec<[Value<'c, '_>; 4]>, Error>>()?;
-        let operation = lower_node(context, graph, block, node, &operands, graph.ty(result))?;
+        let result_type = graph.ty(result);
+        let operation = match dynamic_form(node, result_type) {
+            true => lower_dynamic_node(context, block, &mut sizes, node, &operands, result_type)?,
+            false => lower_node(context, graph, block, node, &operands, result_type)?,
+        };
         let defined = block.append_operation(operation);
         // `rng_bit_generator` returns (new state, bits); the IR node is the bits.
         let slot = if matches!(node.op, Op::RngBitGenerator { .. }) { 1 } else { 0 };
@@ -141,6 +151,209 @@ fn lower_body<'c>(context: &'c Context, graph: &Graph, block: &Block<'c>) -> Res
         graph.outputs.iter().map(|&output| lookup(&values, output)).collect::<Result<Vec<Value<'c, '_>>, Error>>()?;
     block.append_operation(func::r#return(&outputs, Location::unknown(context)));
     Ok(())
+}
+
+/// Whether `node` needs a shape-polymorphic op: its result shape (or a slice bound) is only
+/// known at run time and the static op would spell it as an attribute.
+fn dynamic_form(node: &Node, result_type: &TensorType) -> bool {
+    match &node.op {
+        Op::Reshape(_) | Op::BroadcastInDim { .. } | Op::Iota { .. } => !result_type.shape.is_static(),
+        Op::Slice { limit, .. } => limit.iter().any(|end| end.as_static().is_none()),
+        _ => false,
+    }
+}
+
+/// The shape-polymorphic op of a node whose sizes are computed at run time.
+fn lower_dynamic_node<'c, 'a>(
+    context: &'c Context,
+    block: &'a Block<'c>,
+    sizes: &mut RuntimeSizes<'c, 'a>,
+    node: &Node,
+    operands: &[Value<'c, 'a>],
+    result_type: &TensorType,
+) -> Result<Operation<'c>, Error> {
+    let loc = location(context, &node.loc);
+    let result = tensor_type(context, result_type)?;
+    let shape = result_type.shape.dims();
+    match &node.op {
+        Op::Reshape(_) => {
+            let shape = sizes.shape(context, block, shape, loc)?;
+            ops::dynamic_reshape(operands[0], shape, result, loc)
+        }
+        Op::BroadcastInDim { dims, .. } => {
+            let shape = sizes.shape(context, block, shape, loc)?;
+            ops::dynamic_broadcast_in_dim(context, operands[0], shape, dims, result, loc)
+        }
+        Op::Iota { dimension, .. } => {
+            let shape = sizes.shape(context, block, shape, loc)?;
+            ops::dynamic_iota(context, shape, *dimension, result, loc)
+        }
+        Op::Slice { start, limit, strides } => {
+            let as_dims = |values: &[i64]| values.iter().map(|&value| Dim::Static(value)).collect::<Vec<Dim>>();
+            let start = sizes.shape(context, block, &as_dims(start), loc)?;
+            let limit = sizes.shape(context, block, limit, loc)?;
+            let strides = sizes.shape(context, block, &as_dims(strides), loc)?;
+            ops::real_dynamic_slice(operands[0], start, limit, strides, result, loc)
+        }
+        other => Err(Error::Internal { message: format!("`{}` has no shape-polymorphic form", other.mnemonic()) }),
+    }
+}
+
+/// Sizes computed in the module at run time: a symbol is the size of an input dim that carries it
+/// (`get_dimension_size`), a compound dim is arithmetic on those. Each dim is computed once.
+struct RuntimeSizes<'c, 'a> {
+    /// For each symbol, the first input (argument index) and dim that has exactly that size.
+    sources: HashMap<Arc<str>, (usize, i64)>,
+    /// Each dim as a `tensor<i64>`.
+    computed: HashMap<Dim, Value<'c, 'a>>,
+    /// Each dim as a `tensor<1xi64>`, the pieces of shape tensors.
+    pieces: HashMap<Dim, Value<'c, 'a>>,
+}
+
+impl<'c, 'a> RuntimeSizes<'c, 'a> {
+    fn new(graph: &Graph) -> RuntimeSizes<'c, 'a> {
+        let mut sources = HashMap::new();
+        for (argument, &input) in graph.inputs.iter().enumerate() {
+            for (index, dim) in graph.ty(input).shape.dims().iter().enumerate() {
+                if let Dim::Sym(name) = dim {
+                    sources.entry(name.clone()).or_insert((argument, index as i64));
+                }
+            }
+        }
+        RuntimeSizes { sources, computed: HashMap::new(), pieces: HashMap::new() }
+    }
+
+    /// `dims` as a `tensor<Nxi64>`: one constant when every dim is static.
+    fn shape(
+        &mut self,
+        context: &'c Context,
+        block: &'a Block<'c>,
+        dims: &[Dim],
+        location: Location<'c>,
+    ) -> Result<Value<'c, 'a>, Error> {
+        if let Some(values) = dims.iter().map(Dim::as_static).collect::<Option<Vec<i64>>>() {
+            let scalars: Vec<Scalar> = values.iter().map(|&value| Scalar::Int(value)).collect();
+            let literal = Literal::from_scalars(DType::I64, &[values.len() as i64], &scalars)
+                .map_err(|error| internal("a shape constant", format!("{error:?}")))?;
+            return append(block, ops::constant(context, &literal, location)?);
+        }
+        let one = tensor_of(context, DType::I64, &[1])?;
+        let mut pieces = Vec::with_capacity(dims.len());
+        for dim in dims {
+            let piece = match self.pieces.get(dim) {
+                Some(piece) => *piece,
+                None => {
+                    let scalar = self.scalar(context, block, dim, location)?;
+                    let piece = append(block, ops::reshape(scalar, one, location)?)?;
+                    self.pieces.insert(dim.clone(), piece);
+                    piece
+                }
+            };
+            pieces.push(piece);
+        }
+        if let [piece] = pieces[..] {
+            return Ok(piece);
+        }
+        let result = tensor_of(context, DType::I64, &[dims.len() as i64])?;
+        append(block, ops::concatenate(context, &pieces, 0, result, location)?)
+    }
+
+    /// `dim` as a `tensor<i64>`.
+    fn scalar(
+        &mut self,
+        context: &'c Context,
+        block: &'a Block<'c>,
+        dim: &Dim,
+        location: Location<'c>,
+    ) -> Result<Value<'c, 'a>, Error> {
+        if let Some(value) = self.computed.get(dim) {
+            return Ok(*value);
+        }
+        let i64_type = tensor_of(context, DType::I64, &[])?;
+        let constant = |value: i64| ops::constant(context, &Literal::scalar(DType::I64, Scalar::Int(value)), location);
+        let value = match dim {
+            Dim::Static(value) => append(block, constant(*value)?)?,
+            Dim::Sym(name) => {
+                let &(argument, index) =
+                    self.sources.get(name).ok_or_else(|| Error::UnboundSymbol { symbol: name.to_string() })?;
+                let argument = block.argument(argument).map_err(|error| internal("reading an argument", error))?;
+                let size = append(block, ops::get_dimension_size(context, argument.into(), index, location)?)?;
+                append(block, ops::convert(size, i64_type, location)?)?
+            }
+            Dim::Expr(expr) => {
+                let mut sum: Option<Value<'c, 'a>> = None;
+                for (coefficient, atoms) in expr.terms() {
+                    // A unit coefficient needs no multiplication.
+                    let mut term = (coefficient != 1 || atoms.is_empty())
+                        .then(|| constant(coefficient).and_then(|op| append(block, op)))
+                        .transpose()?;
+                    for (atom, exponent) in atoms {
+                        let factor = self.atom(context, block, atom, location)?;
+                        for _ in 0..*exponent {
+                            term = Some(match term {
+                                Some(term) => append(block, ops::multiply(term, factor, i64_type, location)?)?,
+                                None => factor,
+                            });
+                        }
+                    }
+                    let term = term.ok_or_else(|| internal("an empty term", "no factors"))?;
+                    sum = Some(match sum {
+                        Some(sum) => append(block, ops::add(sum, term, i64_type, location)?)?,
+                        None => term,
+                    });
+                }
+                match sum {
+                    Some(sum) => sum,
+                    None => append(block, constant(0)?)?,
+                }
+            }
+        };
+        self.computed.insert(dim.clone(), value);
+        Ok(value)
+    }
+
+    /// One factor of a compound dim. Floor division and modulo round as Python does (toward
+    /// negative infinity), which StableHLO's truncating `divide`/`remainder` need fixing up for.
+    fn atom(
+        &mut self,
+        context: &'c Context,
+        block: &'a Block<'c>,
+        atom: &Atom,
+        location: Location<'c>,
+    ) -> Result<Value<'c, 'a>, Error> {
+        let (inner, divisor, floor) = match atom {
+            Atom::Sym(name) => return self.scalar(context, block, &Dim::Sym(name.clone()), location),
+            Atom::FloorDiv(inner, divisor) => (inner, *divisor, true),
+            Atom::Mod(inner, divisor) => (inner, *divisor, false),
+        };
+        let i64_type = tensor_of(context, DType::I64, &[])?;
+        let bool_type = tensor_of(context, DType::Bool, &[])?;
+        let constant = |value: i64| ops::constant(context, &Literal::scalar(DType::I64, Scalar::Int(value)), location);
+        let numerator = self.scalar(context, block, &(**inner).clone().into_dim(), location)?;
+        let divisor_value = append(block, constant(divisor)?)?;
+        let zero = append(block, constant(0)?)?;
+        let remainder = append(block, ops::remainder(numerator, divisor_value, i64_type, location)?)?;
+        // The divisor is positive, so truncation differs from flooring exactly when the
+        // remainder is negative.
+        let negative = append(
+            block,
+            ops::compare(context, remainder, zero, CompareDirection::Lt, DType::I64, bool_type, location)?,
+        )?;
+        let (truncated, fixed) = if floor {
+            let quotient = append(block, ops::divide(numerator, divisor_value, i64_type, location)?)?;
+            let one = append(block, constant(1)?)?;
+            (quotient, append(block, ops::subtract(quotient, one, i64_type, location)?)?)
+        } else {
+            (remainder, append(block, ops::add(remainder, divisor_value, i64_type, location)?)?)
+        };
+        append(block, ops::select(negative, fixed, truncated, i64_type, location)?)
+    }
+}
+
+/// Appends `operation` and returns its first result.
+fn append<'c, 'a>(block: &'a Block<'c>, operation: Operation<'c>) -> Result<Value<'c, 'a>, Error> {
+    let defined = block.append_operation(operation);
+    defined.result(0).map(Into::into).map_err(|error| internal("reading an op result", error))
 }
 
 /// The MLIR value defining `value`.
@@ -198,7 +411,13 @@ fn lower_node<'c>(
         Op::Reshape(_) => ops::reshape(operands[0], result, loc),
         Op::Transpose(permutation) => ops::transpose(context, operands[0], permutation, result, loc),
         Op::BroadcastInDim { dims, .. } => ops::broadcast_in_dim(context, operands[0], dims, result, loc),
-        Op::Slice { start, limit, strides } => ops::slice(context, operands[0], start, limit, strides, result, loc),
+        Op::Slice { start, limit, strides } => {
+            let limit: SmallVec<[i64; 4]> =
+                limit.iter().map(Dim::as_static).collect::<Option<_>>().ok_or_else(|| Error::Internal {
+                    message: "a symbolic slice limit reached the static form".into(),
+                })?;
+            ops::slice(context, operands[0], start, &limit, strides, result, loc)
+        }
         Op::Concatenate(dimension) => ops::concatenate(context, operands, *dimension, result, loc),
         Op::Pad { low, high, interior } => {
             ops::pad(context, operands[0], operands[1], low, high, interior, result, loc)
@@ -225,6 +444,12 @@ fn lower_node<'c>(
         Op::RngBitGenerator { algorithm, .. } => {
             let state = tensor_type(context, graph.ty(node.operands[0]))?;
             ops::rng_bit_generator(context, operands[0], *algorithm, state, result, loc)
+        }
+        Op::DimSize(dimension) => {
+            // `get_dimension_size` answers in i32; the IR's sizes are i64.
+            let size = block.append_operation(ops::get_dimension_size(context, operands[0], *dimension, loc)?);
+            let size = size.result(0).map_err(|error| internal("reading an op result", error))?;
+            ops::convert(size.into(), result, loc)
         }
     }
 }

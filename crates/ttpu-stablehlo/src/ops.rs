@@ -384,6 +384,76 @@ pub(crate) fn slice<'c>(
     build("stablehlo.slice", location, &[operand], &[result], &attributes, Vec::new())
 }
 
+// ---------------------------------------------------------------------------------------------
+// Shape-polymorphic ops: sizes known only at run time travel as 1-D integer tensors.
+// ---------------------------------------------------------------------------------------------
+
+/// `stablehlo.get_dimension_size`: the size of `dimension` of `operand` as a `tensor<i32>`.
+pub(crate) fn get_dimension_size<'c>(
+    context: &'c Context,
+    operand: Value<'c, '_>,
+    dimension: i64,
+    location: Location<'c>,
+) -> Result<Operation<'c>, Error> {
+    let result = crate::types::tensor_of(context, ttpu_ir::DType::I32, &[])?;
+    let attributes = [named(context, "dimension", i64_attr(context, dimension))];
+    build("stablehlo.get_dimension_size", location, &[operand], &[result], &attributes, Vec::new())
+}
+
+/// `stablehlo.dynamic_broadcast_in_dim` to the shape held by `output_dimensions`.
+pub(crate) fn dynamic_broadcast_in_dim<'c, 'a>(
+    context: &'c Context,
+    operand: Value<'c, 'a>,
+    output_dimensions: Value<'c, 'a>,
+    dims: &[i64],
+    result: Type<'c>,
+    location: Location<'c>,
+) -> Result<Operation<'c>, Error> {
+    let attributes = [named(context, "broadcast_dimensions", i64_array(context, dims))];
+    build(
+        "stablehlo.dynamic_broadcast_in_dim",
+        location,
+        &[operand, output_dimensions],
+        &[result],
+        &attributes,
+        Vec::new(),
+    )
+}
+
+/// `stablehlo.dynamic_reshape` to the shape held by `output_shape`.
+pub(crate) fn dynamic_reshape<'c, 'a>(
+    operand: Value<'c, 'a>,
+    output_shape: Value<'c, 'a>,
+    result: Type<'c>,
+    location: Location<'c>,
+) -> Result<Operation<'c>, Error> {
+    build("stablehlo.dynamic_reshape", location, &[operand, output_shape], &[result], &[], Vec::new())
+}
+
+/// `stablehlo.dynamic_iota` of the shape held by `output_shape`, counting along `dimension`.
+pub(crate) fn dynamic_iota<'c>(
+    context: &'c Context,
+    output_shape: Value<'c, '_>,
+    dimension: i64,
+    result: Type<'c>,
+    location: Location<'c>,
+) -> Result<Operation<'c>, Error> {
+    let attributes = [named(context, "iota_dimension", i64_attr(context, dimension))];
+    build("stablehlo.dynamic_iota", location, &[output_shape], &[result], &attributes, Vec::new())
+}
+
+/// `stablehlo.real_dynamic_slice` with start, limit and strides as 1-D tensors.
+pub(crate) fn real_dynamic_slice<'c, 'a>(
+    operand: Value<'c, 'a>,
+    start: Value<'c, 'a>,
+    limit: Value<'c, 'a>,
+    strides: Value<'c, 'a>,
+    result: Type<'c>,
+    location: Location<'c>,
+) -> Result<Operation<'c>, Error> {
+    build("stablehlo.real_dynamic_slice", location, &[operand, start, limit, strides], &[result], &[], Vec::new())
+}
+
 /// `stablehlo.concatenate` along `dimension`.
 pub(crate) fn concatenate<'c>(
     context: &'c Context,

@@ -40,13 +40,19 @@ pub(crate) fn tensor_of<'c>(context: &'c Context, dtype: DType, dims: &[i64]) ->
     Ok(RankedTensorType::new(&sizes, element_type(context, dtype), None).into())
 }
 
-/// The MLIR type of a value whose dims were already checked to be static.
+/// The MLIR type of a value: symbolic dims become `?` (checked beforehand to be allowed).
 pub(crate) fn tensor_type<'c>(context: &'c Context, ty: &TensorType) -> Result<Type<'c>, Error> {
-    let dims = ty
+    // MLIR spells a dynamic size as i64::MIN (`ShapedType::kDynamic`).
+    let sizes: Vec<u64> = ty
         .shape
-        .as_static()
-        .ok_or_else(|| Error::Internal { message: format!("type {ty} reached lowering with symbolic dims") })?;
-    tensor_of(context, ty.dtype, &dims)
+        .dims()
+        .iter()
+        .map(|dim| match dim.as_static() {
+            Some(size) => u64::try_from(size).map_err(|_| Error::Internal { message: format!("negative dim in {ty}") }),
+            None => Ok(i64::MIN as u64),
+        })
+        .collect::<Result<_, Error>>()?;
+    Ok(RankedTensorType::new(&sizes, element_type(context, ty.dtype), None).into())
 }
 
 /// `dense<...>` holding `literal` bit-exactly.

@@ -20,7 +20,27 @@ fn symbolic_dims_are_refused_with_the_value_and_its_type() {
     let y = b.unary(UnaryOp::Tanh, x).unwrap();
     let error = ttpu_stablehlo::lower(&b.finish(&[y])).unwrap_err();
     assert!(matches!(error, Error::DynamicDims { .. }), "{error:?}");
-    assert_eq!(error.to_string(), "dynamic dims not supported yet: value %0 has type f32[s77, 16]");
+    assert_eq!(
+        error.to_string(),
+        "value %0 has the symbolic type f32[s77, 16]: give the symbols values, or lower shape-polymorphic"
+    );
+}
+
+#[test]
+fn a_symbol_no_input_carries_cannot_be_computed() {
+    // `s1` sizes only an intermediate (a reshape target), never an input dim.
+    let mut b = GraphBuilder::new();
+    let s0: Arc<str> = b.graph_mut().symbols.declare("s0", SymbolRange { min: 2, max: None });
+    let s1: Arc<str> = b.graph_mut().symbols.declare("s1", SymbolRange { min: 2, max: None });
+    let product = Dim::Sym(s0.clone()).checked_mul(&Dim::Sym(s1.clone())).unwrap();
+    let x = b.input(TensorType::new(DType::F32, Shape([product].into_iter().collect())), Some("x".into()));
+    let split = b.reshape(x, Shape([Dim::Sym(s0), Dim::Sym(s1)].into_iter().collect())).unwrap();
+    let options = ttpu_stablehlo::LowerOptions { shape_polymorphic: true, ..Default::default() };
+    let error = ttpu_stablehlo::lower_with(&b.finish(&[split]), &options).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "symbol `s0` is not the size of any input dim, so the module cannot compute it at run time"
+    );
 }
 
 #[test]

@@ -7,7 +7,11 @@
 mod common;
 
 use common::{at, graphs, input, lower};
-use ttpu_ir::{BinaryOp, DType, GraphBuilder, Literal, ReduceKind, Scalar, UnaryOp};
+use std::sync::Arc;
+
+use ttpu_ir::{
+    BinaryOp, DType, Dim, GraphBuilder, Literal, ReduceKind, Scalar, Shape, SymbolRange, TensorType, UnaryOp,
+};
 
 #[test]
 fn unary_ops() {
@@ -67,6 +71,32 @@ fn iota() {
 #[test]
 fn rng_bit_generator() {
     insta::assert_snapshot!(lower(&graphs::rng_bit_generator()));
+}
+
+/// Symbolic sizes computed at run time: a compound reshape target, a broadcast and an iota of
+/// symbolic shape, slices to a symbolic limit and to the end of a symbolic dim with a stride
+/// (a floor division), and a size read back as a value.
+#[test]
+fn shape_polymorphic_module() {
+    let mut b = GraphBuilder::new();
+    let s0: Arc<str> = b.graph_mut().symbols.declare("s0", SymbolRange { min: 2, max: Some(64) });
+    let s1: Arc<str> = b.graph_mut().symbols.declare("s1", SymbolRange { min: 1, max: Some(16) });
+    let (d0, d1) = (Dim::Sym(s0), Dim::Sym(s1));
+    let shape = |dims: &[Dim]| Shape(dims.iter().cloned().collect());
+    let x = b.input(TensorType::new(DType::F32, shape(&[d0.clone(), d1.clone(), Dim::Static(4)])), Some("x".into()));
+    let mask = input(&mut b, "mask", DType::F32, &[16, 16]);
+    let merged = d0.checked_mul(&d1).unwrap();
+    let flat = b.reshape(x, shape(&[merged, Dim::Static(4)])).unwrap();
+    let scalar = b.constant(Literal::scalar(DType::F32, Scalar::Float(1.0)));
+    let ones = b.broadcast_in_dim(scalar, &[], shape(&[d0.clone(), d1.clone(), Dim::Static(4)])).unwrap();
+    let sum = b.binary(BinaryOp::Add, x, ones).unwrap();
+    let positions = b.iota(TensorType::new(DType::I64, shape(&[d1.clone()])), 0).unwrap();
+    let window = b.slice_to(mask, &[0, 0], &[d1.clone(), d1.clone()], &[1, 1]).unwrap();
+    let every_other = b.slice_to(x, &[1, 0, 0], &[d0, d1, Dim::Static(4)], &[2, 1, 1]).unwrap();
+    let size = b.dim_size(x, 1).unwrap();
+    let options = ttpu_stablehlo::LowerOptions { shape_polymorphic: true, ..Default::default() };
+    let graph = b.finish(&[flat, sum, positions, window, every_other, size]);
+    insta::assert_snapshot!(ttpu_stablehlo::lower_with(&graph, &options).unwrap());
 }
 
 #[test]

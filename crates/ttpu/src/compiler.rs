@@ -150,6 +150,15 @@ impl Compiler {
         Ok(ttpu_stablehlo::lower(&module.graph)?)
     }
 
+    /// Lowers a module that keeps its symbolic dims to a shape-polymorphic StableHLO module
+    /// (`tensor<?x8xf32>`, sizes computed with `get_dimension_size` and the `dynamic_*` ops): the
+    /// portable artifact. PJRT plugins compile static modules, so runs lower per size instead.
+    pub fn lower_polymorphic(&self, module: &Module) -> Result<String> {
+        let _span = tracing::debug_span!("lower", polymorphic = true).entered();
+        let options = ttpu_stablehlo::LowerOptions { shape_polymorphic: true, ..Default::default() };
+        Ok(ttpu_stablehlo::lower_with(&module.graph, &options)?)
+    }
+
     /// `.fx` text to StableHLO in one call.
     pub fn compile(&self, source: &str, path: &str, options: &CompileOptions) -> Result<Compiled> {
         let module = self.import(source, path, options)?;

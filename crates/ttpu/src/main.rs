@@ -40,6 +40,10 @@ enum Command {
         /// Print, per symbolic dim, whether runs may pad it to a bucket size and why not.
         #[arg(long)]
         explain_dynamic: bool,
+        /// Keep symbolic dims: print a shape-polymorphic StableHLO module (`tensor<?x8xf32>`,
+        /// sizes computed at run time) instead of needing `--sym` values.
+        #[arg(long, conflicts_with_all = ["symbols", "explain_dynamic"])]
+        dynamic: bool,
         #[command(flatten)]
         fuse: FuseArgs,
     },
@@ -135,7 +139,7 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<ExitCode, Report> {
     match cli.command {
-        Command::Lower { model, emit, output, symbols, explain_dynamic, fuse } => {
+        Command::Lower { model, emit, output, symbols, explain_dynamic, dynamic, fuse } => {
             let (source, path) = read_model(&model)?;
             let compiler = Compiler::new();
             let text = if explain_dynamic {
@@ -161,6 +165,9 @@ fn run(cli: Cli) -> Result<ExitCode, Report> {
                             eprintln!("{}", fuse_report.to_string().trim_end());
                         }
                         ttpu_ir::text::print(&module.graph)
+                    }
+                    Emit::Stablehlo if dynamic => {
+                        compiler.lower_polymorphic(&module).map_err(|error| report(error, &source))?
                     }
                     Emit::Stablehlo => compiler.lower(&module).map_err(|error| report(error, &source))?,
                 }
@@ -270,7 +277,11 @@ fn report(error: ttpu::Error, source: &str) -> Report {
         return miette::miette!(labels = vec![label], "{error}").with_source_code(named);
     }
     if let ttpu::Error::Lower(ttpu_stablehlo::Error::DynamicDims { .. }) = &error {
-        return miette::miette!(help = "give each symbol a size with `--sym NAME=SIZE`", "{error}");
+        return miette::miette!(
+            help =
+                "give each symbol a size with `--sym NAME=SIZE`, or print a shape-polymorphic module with `--dynamic`",
+            "{error}"
+        );
     }
     miette::miette!("{error}")
 }

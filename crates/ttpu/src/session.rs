@@ -221,8 +221,8 @@ fn resolved_shape(ty: &ttpu_ir::TensorType, actual: &[i64], values: &IndexMap<St
         .iter()
         .zip(actual)
         .map(|(dim, &size)| match dim {
-            Dim::Sym(name) => values.get(name.as_ref()).copied().unwrap_or(size),
             Dim::Static(_) => size,
+            symbolic => symbolic.eval(values).unwrap_or(size),
         })
         .collect()
 }

@@ -164,7 +164,7 @@ pub(crate) fn fits(ty: &TensorType, tensor: &HostTensor) -> bool {
         && ty.rank() == tensor.shape.len()
         && ty.shape.dims().iter().zip(&tensor.shape).all(|(dim, &size)| match dim {
             Dim::Static(expected) => *expected == size,
-            Dim::Sym(_) => true,
+            Dim::Sym(_) | Dim::Expr(_) => true,
         })
 }
 

@@ -147,8 +147,14 @@ fn a_dynamic_model_lowers_with_sizes_and_explains_without() {
     let out = ttpu(&["lower", "fixtures/mlp_dynamic/model.fx"]);
     assert!(!out.status.success());
     let message = stderr(&out);
-    assert!(message.contains("dynamic dims not supported yet: value %6 has type f32[s77, 16]"), "{message}");
+    assert!(
+        message.contains(
+            "value %6 has the symbolic type f32[s77, 16]: give the symbols values, or lower shape-polymorphic"
+        ),
+        "{message}"
+    );
     assert!(message.contains("--sym NAME=SIZE"), "{message}");
+    assert!(message.contains("--dynamic"), "{message}");
 
     let out = ttpu(&["lower", "fixtures/mlp_dynamic/model.fx", "--sym", "s77=5"]);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -157,6 +163,21 @@ fn a_dynamic_model_lowers_with_sizes_and_explains_without() {
     let out = ttpu(&["lower", "fixtures/mlp_dynamic/model.fx", "--sym", "s77=5000"]);
     assert!(!out.status.success());
     assert!(stderr(&out).contains("s77"), "{}", stderr(&out));
+}
+
+#[test]
+fn dynamic_prints_one_shape_polymorphic_module() {
+    let out = ttpu(&["lower", "--dynamic", "fixtures/gpt2_block_dynamic/model.fx"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let module = stdout(&out);
+    assert!(module.contains("func.func @main("), "{module}");
+    assert!(module.contains("tensor<?x?x32xf32>"), "{module}");
+    for op in ["get_dimension_size", "dynamic_reshape", "dynamic_broadcast_in_dim", "real_dynamic_slice"] {
+        assert!(module.contains(&format!("\"stablehlo.{op}\"")), "{op} missing:\n{module}");
+    }
+    let out = ttpu(&["lower", "--dynamic", "--sym", "s77=4", "fixtures/mlp_dynamic/model.fx"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("cannot be used with"), "{}", stderr(&out));
 }
 
 #[test]

@@ -142,3 +142,56 @@ fn a_paddable_batch_compiles_once_per_power_of_two_and_matches_exact_runs() {
     assert!(model.compile_count() <= 10, "{} compiles for 100 sizes", model.compile_count());
     assert_eq!(exact_model.compile_count(), 10);
 }
+
+/// `hidden_states` of `batch` sequences of `length` tokens; row `r` is the same whatever the batch.
+fn sequence_input(batch: i64, length: i64) -> TensorMap {
+    let values: Vec<u8> = (0..batch)
+        .flat_map(|row| (0..length * 32).map(move |index| (row * 7919 + index * 37) % 211))
+        .flat_map(|value| ((value as f32 - 105.0) / 70.0).to_le_bytes())
+        .collect();
+    let tensor = ttpu::HostTensor { dtype: ttpu_ir::DType::F32, shape: vec![batch, length, 32], data: values };
+    [("hidden_states".to_owned(), tensor)].into_iter().collect()
+}
+
+/// The first `rows` rows (dim 0) of an f32 tensor.
+fn first_rows(tensor: &ttpu::HostTensor, rows: i64) -> ttpu::HostTensor {
+    let row_bytes = tensor.data.len() / tensor.shape[0] as usize;
+    let mut shape = tensor.shape.clone();
+    shape[0] = rows;
+    ttpu::HostTensor { dtype: tensor.dtype, shape, data: tensor.data[..row_bytes * rows as usize].to_vec() }
+}
+
+#[test]
+fn a_sequence_model_compiles_exactly_per_size_and_each_size_is_right() {
+    let folder = common::fixtures_dir().join("gpt2_block_dynamic");
+    let source = std::fs::read_to_string(folder.join("model.fx")).expect("model.fx is readable");
+    let weights = read_safetensors(&folder.join("weights.safetensors")).expect("weights read");
+    let session = common::session();
+    let model = session.load_model(&source, "fixtures/gpt2_block_dynamic/model.fx").expect("the model loads");
+    // Attention mixes positions along the sequence, and layer norm's reshape merges batch and
+    // sequence: padding either could change results, so both compile exactly.
+    for (symbol, verdict) in model.padding_verdicts() {
+        let ttpu_ir::PaddingVerdict::Exact(reason) = verdict else { panic!("{symbol} may be padded") };
+        assert!(reason.contains("mixes positions"), "{symbol}: {reason}");
+    }
+    // 100 (batch, length) pairs in the ranges s47 in [1, 16], s87 in [2, 15]. Every size is
+    // checked against the full batch of 16 at the same length: attention never crosses
+    // sequences, so each row must match (PyTorch's own values at three sizes are checked by
+    // `every_fixture_and_input_set_matches_pytorch`).
+    let pairs: Vec<(i64, i64)> = sizes(100, 1, 16).into_iter().zip(sizes(107, 2, 15).into_iter().skip(7)).collect();
+    let mut full_batch: std::collections::BTreeMap<i64, TensorMap> = std::collections::BTreeMap::new();
+    for &(batch, length) in &pairs {
+        let outputs = session.run(&model, &weights, &sequence_input(batch, length)).expect("runs");
+        assert_eq!(outputs["output_0"].shape, [batch, length, 32]);
+        let full = full_batch
+            .entry(length)
+            .or_insert_with(|| session.run(&model, &weights, &sequence_input(16, length)).expect("runs at batch 16"));
+        let expected: TensorMap = [("output_0".to_owned(), first_rows(&full["output_0"], batch))].into_iter().collect();
+        for report in ttpu::parity::compare(&outputs, &expected, 1e-5, 1e-6).expect("same keys") {
+            assert!(report.ok(), "batch {batch}, length {length}: {report:?}");
+        }
+    }
+    let distinct: std::collections::BTreeSet<(i64, i64)> =
+        pairs.iter().copied().chain(full_batch.keys().map(|&length| (16, length))).collect();
+    assert_eq!(model.compile_count(), distinct.len(), "one compile per distinct size, none per repeat");
+}

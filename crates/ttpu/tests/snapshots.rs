@@ -1,4 +1,5 @@
-//! Snapshots of the IR and the StableHLO of every fixture. A change in lowering shows up as a
+//! Snapshots of the IR and the StableHLO (shape-polymorphic for models with symbols) of every
+//! fixture. A change in lowering shows up as a
 //! snapshot diff to review (`cargo insta review`); CI refuses new or changed snapshots.
 
 mod common;
@@ -24,7 +25,10 @@ fn ir_fused_ir_and_stablehlo_of_every_fixture() {
         let fused =
             compiler.import(&source, &path, &CompileOptions::default()).expect("the optimizer keeps graphs valid");
         insta::assert_snapshot!(format!("fused@{name}"), ttpu_ir::text::print(&fused.graph));
-        let stablehlo = match compiler.lower(&fused) {
+        // A model with symbols snapshots its shape-polymorphic module.
+        let lowered =
+            if fused.graph.symbols.is_empty() { compiler.lower(&fused) } else { compiler.lower_polymorphic(&fused) };
+        let stablehlo = match lowered {
             Ok(text) => text,
             Err(error) => format!("error: {error}"),
         };

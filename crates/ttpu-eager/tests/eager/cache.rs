@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use ttpu_eager::Tensor;
+
 use crate::common::{device, tensor};
 
 fn scratch_dir(name: &str) -> PathBuf {
@@ -71,4 +73,38 @@ fn the_disk_cache_survives_devices_and_ignores_damage() {
     run(1, 0);
     run(0, 1);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn dtypes_and_ops_are_part_of_the_key() {
+    let device = device();
+    let x = tensor(&device, &[1.0, 2.0], &[2]);
+    let y = tensor(&device, &[3.0, 4.0], &[2]);
+    assert_eq!(x.add(&y).unwrap().to_vec::<f32>().unwrap(), vec![4.0, 6.0]);
+    assert_eq!(x.mul(&y).unwrap().to_vec::<f32>().unwrap(), vec![3.0, 8.0]);
+    let wide = Tensor::from_slice(&device, &[1.0f64, 2.0], &[2]).unwrap();
+    assert_eq!(wide.add(&wide).unwrap().to_vec::<f64>().unwrap(), vec![2.0, 4.0]);
+    assert_eq!((device.counters().compiles, device.counters().cache_hits), (3, 0));
+    // The same three structures on other values only hit.
+    let (u, v) = (tensor(&device, &[5.0, 6.0], &[2]), tensor(&device, &[7.0, 8.0], &[2]));
+    assert_eq!(u.add(&v).unwrap().to_vec::<f32>().unwrap(), vec![12.0, 14.0]);
+    assert_eq!(u.mul(&v).unwrap().to_vec::<f32>().unwrap(), vec![35.0, 48.0]);
+    let wide = Tensor::from_slice(&device, &[0.5f64, 0.25], &[2]).unwrap();
+    assert_eq!(wide.add(&wide).unwrap().to_vec::<f64>().unwrap(), vec![1.0, 0.5]);
+    assert_eq!((device.counters().compiles, device.counters().cache_hits), (3, 3));
+}
+
+#[test]
+fn a_program_extracted_from_a_larger_pending_graph_shares_the_entry() {
+    let device = device();
+    let x = tensor(&device, &[1.0, 2.0], &[2]);
+    let chain = |x: &Tensor| x.exp().unwrap().add(x).unwrap().tanh().unwrap();
+    // The whole pending graph is the program: its structure hash was kept while recording.
+    let first = chain(&x).to_vec::<f32>().unwrap();
+    // An op whose result dies first leaves a dead node, so the program is extracted and hashed
+    // afresh; it is the same structure and must find the same executable.
+    drop(x.neg().unwrap());
+    let second = chain(&x).to_vec::<f32>().unwrap();
+    assert_eq!(first, second);
+    assert_eq!((device.counters().compiles, device.counters().cache_hits), (1, 1));
 }

@@ -271,12 +271,15 @@ fn layout_splat(egraph: &FuseGraph, node: &FNode, out: &mut Vec<Rhs>) {
     let shape: Shape = match op {
         Op::Reshape(shape) => shape.clone(),
         Op::Transpose(permutation) => permutation.iter().map(|&dim| operand.ty.shape[dim as usize].clone()).collect(),
-        Op::Slice { start, limit, strides } => (0..start.len())
-            .map(|dim| {
-                let (begin, end, stride) = (start[dim], limit[dim], strides[dim]);
-                ttpu_ir::Dim::Static(if end == begin { 0 } else { (end - begin - 1) / stride + 1 })
-            })
-            .collect(),
+        Op::Slice { start, limit, strides } => {
+            let mut dims = Vec::with_capacity(start.len());
+            for dim in 0..start.len() {
+                let (begin, stride) = (start[dim], strides[dim]);
+                let Some(end) = limit[dim].as_static() else { return };
+                dims.push(ttpu_ir::Dim::Static(if end == begin { 0 } else { (end - begin - 1) / stride + 1 }));
+            }
+            dims.into_iter().collect()
+        }
         _ => return,
     };
     if shape.num_elements().is_some_and(|count| count > 0) {

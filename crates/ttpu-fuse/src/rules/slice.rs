@@ -1,7 +1,7 @@
 //! Slices, concatenations and padding that compose or vanish. All of them only move elements.
 
 use smallvec::SmallVec;
-use ttpu_ir::Op;
+use ttpu_ir::{Dim, Op};
 
 use super::{Rhs, Rule, nodes_of, split};
 use crate::analysis::{FuseGraph, data};
@@ -24,7 +24,7 @@ fn slice_identity(egraph: &FuseGraph, node: &FNode, out: &mut Vec<Rhs>) {
     if let Some((Op::Slice { start, limit, strides }, [operand])) = split(node)
         && start.iter().all(|&begin| begin == 0)
         && strides.iter().all(|&stride| stride == 1)
-        && data(egraph, *operand).ty.shape.as_static().is_some_and(|sizes| sizes.as_slice() == limit.as_slice())
+        && data(egraph, *operand).ty.shape.dims() == limit.as_slice()
     {
         out.push(Rhs::class(*operand));
     }
@@ -37,6 +37,8 @@ fn slice_slice(egraph: &FuseGraph, node: &FNode, out: &mut Vec<Rhs>) {
     };
     for (op, operands) in nodes_of(egraph, *operand) {
         let (Op::Slice { start, strides, .. }, [source]) = (op, operands) else { continue };
+        // Symbolic limits do not compose by this arithmetic.
+        let Some(outer_limit) = static_limits(outer_limit) else { return };
         let mut new_start = SmallVec::new();
         let mut new_limit = SmallVec::new();
         let mut new_strides = SmallVec::new();
@@ -50,7 +52,7 @@ fn slice_slice(egraph: &FuseGraph, node: &FNode, out: &mut Vec<Rhs>) {
             let first = start[dim] + begin * strides[dim];
             let step = stride * strides[dim];
             new_start.push(first);
-            new_limit.push(first + (count - 1) * step + 1);
+            new_limit.push(Dim::Static(first + (count - 1) * step + 1));
             new_strides.push(step);
         }
         out.push(Rhs::op(Op::Slice { start: new_start, limit: new_limit, strides: new_strides }, &[*source]));
@@ -65,8 +67,9 @@ fn concat_slices(egraph: &FuseGraph, node: &FNode, out: &mut Vec<Rhs>) {
         return;
     }
     // The first operand decides the source; every operand must be a slice of it.
-    let full_other_dims = |start: &[i64], limit: &[i64], strides: &[i64], sizes: &[i64]| {
-        (0..start.len()).all(|dim| strides[dim] == 1 && (dim == axis || (start[dim] == 0 && limit[dim] == sizes[dim])))
+    let full_other_dims = |start: &[i64], limit: &[Dim], strides: &[i64], sizes: &[i64]| {
+        (0..start.len())
+            .all(|dim| strides[dim] == 1 && (dim == axis || (start[dim] == 0 && limit[dim] == Dim::Static(sizes[dim]))))
     };
     for (op, first_operands) in nodes_of(egraph, operands[0]) {
         let (Op::Slice { start, limit, .. }, [source]) = (op, first_operands) else { continue };
@@ -80,7 +83,7 @@ fn concat_slices(egraph: &FuseGraph, node: &FNode, out: &mut Vec<Rhs>) {
                         && start[axis] == next
                         && full_other_dims(start, limit, strides, &sizes) =>
                 {
-                    Some(limit[axis])
+                    limit[axis].as_static()
                 }
                 _ => None,
             });
@@ -98,7 +101,7 @@ fn concat_slices(egraph: &FuseGraph, node: &FNode, out: &mut Vec<Rhs>) {
         let mut new_start = start.clone();
         let mut new_limit = limit.clone();
         new_start[axis] = start[axis];
-        new_limit[axis] = next;
+        new_limit[axis] = Dim::Static(next);
         let strides = SmallVec::from_elem(1, start.len());
         out.push(Rhs::op(Op::Slice { start: new_start, limit: new_limit, strides }, &[*source]));
         return;
@@ -111,4 +114,9 @@ fn pad_zero(_egraph: &FuseGraph, node: &FNode, out: &mut Vec<Rhs>) {
     {
         out.push(Rhs::class(*operand));
     }
+}
+
+/// Every limit, if all are static.
+fn static_limits(limit: &[Dim]) -> Option<SmallVec<[i64; 4]>> {
+    limit.iter().map(Dim::as_static).collect()
 }

@@ -92,6 +92,9 @@ pub(crate) fn imported_val(site: &Site, name: &str, imported: &Imported) -> Resu
 pub(crate) struct Args {
     site: Site,
     bound: Vec<(&'static str, Val)>,
+    /// For each symbolic-int argument that the graph can compute (its symbols are sizes of
+    /// input dims), the `i64` scalar holding its value at run time.
+    sym_tensors: Vec<(&'static str, ValueId)>,
 }
 
 /// Binds positional and keyword arguments to `params` (`"self, dim, *, dtype"`).
@@ -128,10 +131,26 @@ pub(crate) fn bind(
         }
         slot.1 = value;
     }
-    Ok(Args { site, bound })
+    Ok(Args { site, bound, sym_tensors: Vec::new() })
 }
 
 impl Args {
+    /// The symbolic-int arguments, for [`Args::set_sym_tensor`].
+    pub(crate) fn sym_args(&self) -> Vec<(&'static str, SymExpr)> {
+        self.bound
+            .iter()
+            .filter_map(|(name, value)| match value {
+                Val::Sym(expr) => Some((*name, expr.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Records the run-time value of the symbolic-int argument `name`.
+    pub(crate) fn set_sym_tensor(&mut self, name: &'static str, value: ValueId) {
+        self.sym_tensors.push((name, value));
+    }
+
     /// Bad arguments at this call.
     pub(crate) fn bad(&self, message: impl Into<String>) -> Error {
         self.site.bad(message)
@@ -191,6 +210,11 @@ impl Args {
     pub(crate) fn operand(&self, name: &str) -> Result<Operand> {
         match self.get(name) {
             Val::Tensor(value) => Ok(Operand::Tensor(*value)),
+            // A symbolic int the graph computes joins in as a zero-dim `i64` tensor, which
+            // promotes like the Python int it is.
+            Val::Sym(_) if let Some((_, value)) = self.sym_tensors.iter().find(|(param, _)| *param == name) => {
+                Ok(Operand::Tensor(*value))
+            }
             Val::Sym(expr) => Err(self.site.dynamic(format!(
                 "argument `{name}` is the symbolic int {}; give its symbols values to compute with it",
                 super::sym::Show(expr)

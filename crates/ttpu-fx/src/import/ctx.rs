@@ -178,7 +178,7 @@ impl Cx<'_> {
         let folded = sym::fold(expr, self.symbol_values);
         self.intern_dim(&folded).ok_or_else(|| {
             self.site.dynamic(format!(
-                "the size `{}` is not a single symbol; give a value to {} (symbol_values)",
+                "the size `{}` cannot be a dim of the IR; give a value to {} (symbol_values)",
                 sym::Show(&folded),
                 sym::symbols(&folded).join(", ")
             ))
@@ -192,6 +192,61 @@ impl Cx<'_> {
             // A symbol without a range constraint still needs a declaration for the verifier.
             symbols.name(name).unwrap_or_else(|| symbols.declare(name, SymbolRange { min: 0, max: None }))
         })
+    }
+
+    /// A symbolic int as an `i64` scalar computed at run time from the sizes of input dims
+    /// (`dim_size`), with Python's `//` and `%`; `None` when a symbol is no input's dim size.
+    /// Unused results are removed by dead-code elimination.
+    pub(crate) fn sym_tensor(&mut self, expr: &SymExpr) -> Result<Option<ValueId>> {
+        let folded = sym::fold(expr, self.symbol_values);
+        let int = |cx: &mut Cx<'_>, value: i64| cx.scalar(DType::I64, Scalar::Int(value));
+        let value = match &folded {
+            SymExpr::Int(value) => int(self, *value),
+            SymExpr::Symbol(name) => {
+                let source = self.b.graph().inputs.iter().find_map(|&input| {
+                    let dims = self.b.ty(input).shape.dims().to_vec();
+                    dims.iter()
+                        .position(|dim| matches!(dim, Dim::Sym(symbol) if symbol.as_ref() == name))
+                        .map(|index| (input, index))
+                });
+                let Some((input, index)) = source else { return Ok(None) };
+                let built = self.b.dim_size(input, index as i64);
+                self.ok(built)?
+            }
+            SymExpr::Add(a, b)
+            | SymExpr::Sub(a, b)
+            | SymExpr::Mul(a, b)
+            | SymExpr::FloorDiv(a, b)
+            | SymExpr::Mod(a, b) => {
+                let (Some(lhs), Some(rhs)) = (self.sym_tensor(a)?, self.sym_tensor(b)?) else { return Ok(None) };
+                match &folded {
+                    SymExpr::Add(..) => self.binary(BinaryOp::Add, lhs, rhs)?,
+                    SymExpr::Sub(..) => self.binary(BinaryOp::Subtract, lhs, rhs)?,
+                    SymExpr::Mul(..) => self.binary(BinaryOp::Multiply, lhs, rhs)?,
+                    floor_or_mod => {
+                        // Truncating division and remainder, moved toward negative infinity when
+                        // the remainder is non-zero and its sign differs from the divisor's.
+                        let quotient = self.binary(BinaryOp::Divide, lhs, rhs)?;
+                        let remainder = self.binary(BinaryOp::Remainder, lhs, rhs)?;
+                        let zero = int(self, 0);
+                        let inexact = self.compare(CompareDirection::Ne, remainder, zero)?;
+                        let remainder_negative = self.compare(CompareDirection::Lt, remainder, zero)?;
+                        let divisor_negative = self.compare(CompareDirection::Lt, rhs, zero)?;
+                        let signs_differ = self.compare(CompareDirection::Ne, remainder_negative, divisor_negative)?;
+                        let adjust = self.binary(BinaryOp::And, inexact, signs_differ)?;
+                        if matches!(floor_or_mod, SymExpr::FloorDiv(..)) {
+                            let one = int(self, 1);
+                            let lower = self.binary(BinaryOp::Subtract, quotient, one)?;
+                            self.select(adjust, lower, quotient)?
+                        } else {
+                            let shifted = self.binary(BinaryOp::Add, remainder, rhs)?;
+                            self.select(adjust, shifted, remainder)?
+                        }
+                    }
+                }
+            }
+        };
+        Ok(Some(value))
     }
 
     /// The shape for a list of symbolic sizes.
@@ -310,17 +365,19 @@ impl Cx<'_> {
         limit: i64,
         stride: i64,
     ) -> Result<ValueId> {
-        let sizes = self.static_dims(value, "slicing")?;
-        if start == 0 && limit == sizes[dim] && (stride == 1 || sizes[dim] <= 1) {
+        let size = self.static_dim(value, dim, "slicing")?;
+        if start == 0 && limit == size && (stride == 1 || size <= 1) {
             return Ok(value);
         }
-        let mut starts = vec![0; sizes.len()];
-        let mut limits = sizes.to_vec();
-        let mut strides = vec![1; sizes.len()];
+        // The other dims are taken whole, symbolic ones to their end.
+        let mut limits: Vec<Dim> = self.shape(value).0.into_vec();
+        let mut starts = vec![0; limits.len()];
+        let mut strides = vec![1; limits.len()];
         starts[dim] = start;
-        limits[dim] = limit;
+        limits[dim] = Dim::Static(limit);
         strides[dim] = stride;
-        self.slice(value, &starts, &limits, &strides)
+        let built = self.b.slice_to(value, &starts, &limits, &strides);
+        self.ok(built)
     }
 
     pub(crate) fn concatenate(&mut self, values: &[ValueId], dimension: i64) -> Result<ValueId> {

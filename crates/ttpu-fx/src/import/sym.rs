@@ -1,15 +1,15 @@
 //! Symbolic integers: folding `SymExpr`s with the sizes given in [`super::ImportOptions`], turning
 //! them into IR dims, and the little algebra reshapes need (products of dims).
 //!
-//! The IR only knows static dims and bare symbols, so a compound expression (`2*s77`) is fine as a
-//! value flowing between `Sym` nodes but becomes an error the moment it has to be a dim.
+//! A compound expression (`2*s77`, `(s0 - 1)//2`) becomes an IR [`DimExpr`]; only what the IR
+//! cannot hold (a division by a symbol, a negative divisor) is an error when it has to be a dim.
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
 use indexmap::IndexMap;
-use ttpu_ir::Dim;
+use ttpu_ir::{Atom, Dim, DimExpr};
 
 use crate::ast::SymExpr;
 
@@ -97,14 +97,27 @@ pub(crate) fn compare(op: &str, lhs: &SymExpr, rhs: &SymExpr) -> Option<Option<b
     })
 }
 
-/// The dim a folded expression stands for: a literal or a bare symbol; `None` for compound ones.
+/// The dim a folded expression stands for: a literal, a bare symbol or a [`DimExpr`]; `None` when
+/// the IR cannot express it (division by a non-constant or non-positive divisor, overflow).
 /// `intern` maps a symbol name to the graph's shared name.
-pub(crate) fn to_dim(expr: &SymExpr, intern: impl FnOnce(&str) -> Arc<str>) -> Option<Dim> {
-    match expr {
-        SymExpr::Int(value) => Some(Dim::Static(*value)),
-        SymExpr::Symbol(name) => Some(Dim::Sym(intern(name))),
+pub(crate) fn to_dim(expr: &SymExpr, mut intern: impl FnMut(&str) -> Arc<str>) -> Option<Dim> {
+    to_dim_expr(expr, &mut intern).map(DimExpr::into_dim)
+}
+
+fn to_dim_expr(expr: &SymExpr, intern: &mut impl FnMut(&str) -> Arc<str>) -> Option<DimExpr> {
+    let constant = |expr: &SymExpr| match expr {
+        SymExpr::Int(value) => Some(*value),
         _ => None,
-    }
+    };
+    Some(match expr {
+        SymExpr::Int(value) => DimExpr::constant(*value),
+        SymExpr::Symbol(name) => DimExpr::symbol(intern(name)),
+        SymExpr::Add(a, b) => to_dim_expr(a, intern)?.checked_add(&to_dim_expr(b, intern)?)?,
+        SymExpr::Sub(a, b) => to_dim_expr(a, intern)?.checked_sub(&to_dim_expr(b, intern)?)?,
+        SymExpr::Mul(a, b) => to_dim_expr(a, intern)?.checked_mul(&to_dim_expr(b, intern)?)?,
+        SymExpr::FloorDiv(a, b) => to_dim_expr(a, intern)?.floor_div(constant(b)?)?,
+        SymExpr::Mod(a, b) => to_dim_expr(a, intern)?.modulo(constant(b)?)?,
+    })
 }
 
 /// The expression a dim stands for.
@@ -112,7 +125,50 @@ pub(crate) fn from_dim(dim: &Dim) -> SymExpr {
     match dim {
         Dim::Static(size) => SymExpr::Int(*size),
         Dim::Sym(name) => SymExpr::Symbol(name.to_string()),
+        Dim::Expr(expr) => from_dim_expr(expr),
     }
+}
+
+fn from_dim_expr(expr: &DimExpr) -> SymExpr {
+    let atom = |atom: &Atom| match atom {
+        Atom::Sym(name) => SymExpr::Symbol(name.to_string()),
+        Atom::FloorDiv(inner, divisor) => {
+            SymExpr::FloorDiv(Box::new(from_dim_expr(inner)), Box::new(SymExpr::Int(*divisor)))
+        }
+        Atom::Mod(inner, divisor) => SymExpr::Mod(Box::new(from_dim_expr(inner)), Box::new(SymExpr::Int(*divisor))),
+    };
+    let mut sum: Option<SymExpr> = None;
+    for (coefficient, atoms) in expr.terms() {
+        let mut term = SymExpr::Int(coefficient);
+        for (factor, exponent) in atoms {
+            for _ in 0..*exponent {
+                term = match term {
+                    SymExpr::Int(1) => atom(factor),
+                    term => SymExpr::Mul(Box::new(term), Box::new(atom(factor))),
+                };
+            }
+        }
+        sum = Some(match sum {
+            None => term,
+            Some(sum) => SymExpr::Add(Box::new(sum), Box::new(term)),
+        });
+    }
+    sum.unwrap_or(SymExpr::Int(0))
+}
+
+/// `total / known` when it divides exactly into a dim: the `-1` of a reshape. Products of bare
+/// symbols divide as monomials; any polynomial divides by a constant that divides every
+/// coefficient.
+pub(crate) fn exact_quotient(total: &Dim, known: &Dim) -> Option<Dim> {
+    if let Dim::Static(divisor) = known {
+        let total_expr = DimExpr::of(total);
+        if *divisor > 0 && total_expr.modulo(*divisor)?.as_constant() == Some(0) {
+            return total.floor_div(*divisor);
+        }
+        return None;
+    }
+    let quotient = Monomial::of_expr(&DimExpr::of(total))?.divide_to_dim(&Monomial::of_expr(&DimExpr::of(known))?)?;
+    (quotient.checked_mul(known).as_ref() == Some(total)).then_some(quotient)
 }
 
 /// The symbols named in `expr`, in order of appearance, each once.
@@ -165,9 +221,7 @@ impl fmt::Display for Show<'_> {
     }
 }
 
-/// A product of dims: a static coefficient times a multiset of symbols. Enough to infer the `-1`
-/// of a reshape when some dims are symbolic (`[s0, 4, 8] -> [-1, 8]` gives `4*s0`, which is only a
-/// valid dim if it is static or a bare symbol).
+/// A product of bare symbols with a static coefficient, the form `exact_quotient` divides.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Monomial {
     /// The static factor.
@@ -177,35 +231,38 @@ pub(crate) struct Monomial {
 }
 
 impl Monomial {
-    /// The product of `dims`.
-    pub(crate) fn of<'a>(dims: impl IntoIterator<Item = &'a Dim>) -> Monomial {
-        let mut product = Monomial { coefficient: 1, symbols: BTreeMap::new() };
-        for dim in dims {
-            match dim {
-                Dim::Static(size) => product.coefficient = product.coefficient.saturating_mul(*size),
-                Dim::Sym(name) => *product.symbols.entry(name.clone()).or_insert(0) += 1,
-            }
+    /// The monomial `expr` is, if it is one (a single term of bare symbols).
+    fn of_expr(expr: &DimExpr) -> Option<Monomial> {
+        let mut terms = expr.terms();
+        let (coefficient, atoms) = terms.next()?;
+        if terms.next().is_some() {
+            return None;
         }
-        product
+        let mut symbols = BTreeMap::new();
+        for (atom, exponent) in atoms {
+            let Atom::Sym(name) = atom else { return None };
+            symbols.insert(name.clone(), *exponent);
+        }
+        Some(Monomial { coefficient, symbols })
     }
 
-    /// `self / other` if it is exact and a single dim (a static size or one symbol).
-    pub(crate) fn divide_to_dim(&self, other: &Monomial) -> Option<Dim> {
+    /// `self / other` if it is exact.
+    fn divide_to_dim(&self, other: &Monomial) -> Option<Dim> {
         if other.coefficient == 0 || self.coefficient % other.coefficient != 0 {
             return None;
         }
-        let coefficient = self.coefficient / other.coefficient;
+        let mut quotient = DimExpr::constant(self.coefficient / other.coefficient);
         let mut left = self.symbols.clone();
         for (name, &exponent) in &other.symbols {
             let have = left.get_mut(name)?;
             *have = have.checked_sub(exponent)?;
         }
-        let remaining: Vec<_> = left.into_iter().filter(|(_, exponent)| *exponent > 0).collect();
-        match remaining.as_slice() {
-            [] => Some(Dim::Static(coefficient)),
-            [(name, 1)] if coefficient == 1 => Some(Dim::Sym(name.clone())),
-            _ => None,
+        for (name, exponent) in left {
+            for _ in 0..exponent {
+                quotient = quotient.checked_mul(&DimExpr::symbol(name.clone()))?;
+            }
         }
+        Some(quotient.into_dim())
     }
 }
 
@@ -233,11 +290,35 @@ mod tests {
     }
 
     #[test]
-    fn divides_monomials() {
+    fn divides_exactly_or_not_at_all() {
         let s: Arc<str> = Arc::from("s0");
-        let all = Monomial::of(&[Dim::Sym(s.clone()), Dim::Static(4), Dim::Static(8)]);
-        assert_eq!(all.divide_to_dim(&Monomial::of(&[Dim::Static(32)])), Some(Dim::Sym(s.clone())));
-        assert_eq!(all.divide_to_dim(&Monomial::of(&[Dim::Sym(s.clone()), Dim::Static(8)])), Some(Dim::Static(4)));
-        assert_eq!(all.divide_to_dim(&Monomial::of(&[Dim::Static(8)])), None);
+        let t: Arc<str> = Arc::from("s1");
+        let product = |dims: &[Dim]| dims.iter().try_fold(Dim::Static(1), |acc, dim| acc.checked_mul(dim)).unwrap();
+        let all = product(&[Dim::Sym(s.clone()), Dim::Static(4), Dim::Static(8)]);
+        assert_eq!(exact_quotient(&all, &Dim::Static(32)), Some(Dim::Sym(s.clone())));
+        assert_eq!(exact_quotient(&all, &product(&[Dim::Sym(s.clone()), Dim::Static(8)])), Some(Dim::Static(4)));
+        assert_eq!(exact_quotient(&all, &Dim::Static(8)).map(|dim| dim.to_string()), Some("4*s0".into()));
+        assert_eq!(exact_quotient(&all, &Dim::Static(3)), None);
+        let merged = product(&[Dim::Sym(s.clone()), Dim::Sym(t.clone()), Dim::Static(32)]);
+        assert_eq!(exact_quotient(&merged, &Dim::Static(32)).map(|dim| dim.to_string()), Some("s0*s1".into()));
+        assert_eq!(exact_quotient(&merged, &product(&[Dim::Sym(t), Dim::Static(32)])), Some(Dim::Sym(s)));
+    }
+
+    #[test]
+    fn compound_expressions_become_dims_and_back() {
+        let expr = SymExpr::Add(
+            Box::new(SymExpr::FloorDiv(
+                Box::new(SymExpr::Sub(Box::new(sym("s0")), Box::new(SymExpr::Int(1)))),
+                Box::new(SymExpr::Int(2)),
+            )),
+            Box::new(SymExpr::Int(1)),
+        );
+        let dim = to_dim(&expr, |name: &str| Arc::from(name)).unwrap();
+        // Canonical form: the multiples of the divisor come out, `(s0 - 1)//2 + 1 == (s0 + 1)//2`.
+        assert_eq!(dim.to_string(), "(s0 + 1)//2");
+        let values: IndexMap<String, i64> = [("s0".to_string(), 9)].into_iter().collect();
+        assert_eq!(fold(&from_dim(&dim), &values), SymExpr::Int(5));
+        let by_symbol = SymExpr::FloorDiv(Box::new(sym("s0")), Box::new(sym("s1")));
+        assert_eq!(to_dim(&by_symbol, |name: &str| Arc::from(name)), None);
     }
 }

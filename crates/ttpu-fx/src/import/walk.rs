@@ -238,7 +238,12 @@ impl Walk<'_> {
             .iter()
             .map(|(name, arg)| Ok((name.clone(), args::resolve_arg(arg, &mut resolve)?)))
             .collect::<Result<Vec<_>>>()?;
-        let bound = args::bind(site, def.params, positional, keywords)?;
+        let mut bound = args::bind(site, def.params, positional, keywords)?;
+        for (name, expr) in bound.sym_args() {
+            if let Some(value) = self.cx.sym_tensor(&expr)? {
+                bound.set_sym_tensor(name, value);
+            }
+        }
         (def.run)(&mut self.cx, &bound)
     }
 

@@ -1,6 +1,6 @@
 //! Inference for `convolution`, following the StableHLO spec's shape rules.
 
-use super::{InferResult, check_dims, checked, dilated_size, fail, padded_size, static_dim};
+use super::{InferResult, check_dims, checked, dilated_size, fail, static_dim, window_output};
 use crate::{ConvDims, Dim, Op, TensorType};
 
 pub(super) fn convolution(op: &Op, input: &TensorType, kernel: &TensorType, dims: &ConvDims) -> InferResult {
@@ -49,23 +49,25 @@ pub(super) fn convolution(op: &Op, input: &TensorType, kernel: &TensorType, dims
         return fail(op, format!("kernel output features {kernel_out} must divide by the group counts"));
     }
     let batch = match &input.shape[dims.input_batch as usize] {
-        Dim::Static(size) if batch_groups > 1 => Dim::Static(size / batch_groups),
+        size if batch_groups > 1 => match size.floor_div(batch_groups) {
+            Some(size) => size,
+            None => return fail(op, "batch group count must be positive"),
+        },
         other => other.clone(),
     };
     let mut shape = vec![Dim::Static(0); rank];
     shape[dims.output_batch as usize] = batch;
     shape[dims.output_feature as usize] = Dim::Static(kernel_out);
     for index in 0..spatial {
-        let size = static_dim(op, &input.shape[dims.input_spatial[index] as usize], "a spatial dim")?;
         let window = static_dim(op, &kernel.shape[dims.kernel_spatial[index] as usize], "a kernel spatial dim")?;
         let stride = dims.window_strides[index];
         if stride < 1 || dims.lhs_dilation[index] < 1 || dims.rhs_dilation[index] < 1 {
             return fail(op, "strides and dilations must be positive");
         }
-        let padded = checked(op, padded_size(size, dims.lhs_dilation[index], dims.padding[index]))?;
         let dilated_window = checked(op, dilated_size(window, dims.rhs_dilation[index]))?;
-        let out = if padded < dilated_window { 0 } else { (padded - dilated_window) / stride + 1 };
-        shape[dims.output_spatial[index] as usize] = Dim::Static(out);
+        let size = &input.shape[dims.input_spatial[index] as usize];
+        shape[dims.output_spatial[index] as usize] =
+            window_output(op, size, dims.lhs_dilation[index], dims.padding[index], dilated_window, stride)?;
     }
     Ok(TensorType::new(input.dtype, shape.into_iter().collect()))
 }

@@ -1,19 +1,20 @@
 //! Inference for ops that move data without arithmetic.
 
-use super::{InferResult, check_dim, check_dims, checked, fail, same_dim, static_dim};
+use super::{InferResult, check_dim, check_dims, checked, fail, same_dim};
 use crate::{Dim, Op, Shape, TensorType};
 
 pub(super) fn reshape(op: &Op, operand: &TensorType, shape: &Shape) -> InferResult {
     if shape.dims().iter().any(|dim| matches!(dim, Dim::Static(size) if *size < 0)) {
         return fail(op, format!("negative size in {shape}"));
     }
-    let count = |shape: &Shape| match shape.is_static() {
-        true => checked(op, shape.num_elements()).map(Some),
-        false => Ok(None),
+    let count = |shape: &Shape| match shape.element_count() {
+        Some(count) => Ok(count),
+        None => fail(op, "sizes overflow 64 bits"),
     };
-    if let (Some(from), Some(to)) = (count(&operand.shape)?, count(shape)?)
-        && from != to
-    {
+    let (from, to) = (count(&operand.shape)?, count(shape)?);
+    // Counts that differ by a constant differ for every value of the symbols; other differences
+    // may vanish under relations between symbols that the graph does not carry, so they pass.
+    if from != to && from.checked_sub(&to).is_some_and(|difference| difference.as_static().is_some()) {
         return fail(op, format!("cannot reshape {operand} ({from} elements) to {shape} ({to} elements)"));
     }
     Ok(TensorType::new(operand.dtype, shape.clone()))
@@ -41,22 +42,41 @@ pub(super) fn broadcast_in_dim(op: &Op, operand: &TensorType, dims: &[i64], shap
     Ok(TensorType::new(operand.dtype, shape.clone()))
 }
 
-pub(super) fn slice(op: &Op, operand: &TensorType, start: &[i64], limit: &[i64], strides: &[i64]) -> InferResult {
+pub(super) fn slice(op: &Op, operand: &TensorType, start: &[i64], limit: &[Dim], strides: &[i64]) -> InferResult {
     let rank = operand.rank();
     if start.len() != rank || limit.len() != rank || strides.len() != rank {
         return fail(op, format!("start/limit/strides must have {rank} entries"));
     }
     let mut dims = Vec::with_capacity(rank);
     for index in 0..rank {
-        let (begin, end, stride) = (start[index], limit[index], strides[index]);
-        if stride < 1 || begin < 0 || end < begin {
-            return fail(op, format!("bad range {begin}..{end} step {stride} in dim {index}"));
+        let (begin, stride) = (start[index], strides[index]);
+        if let (Some(end), Dim::Static(size)) = (limit[index].as_static(), &operand.shape[index]) {
+            if stride < 1 || begin < 0 || end < begin {
+                return fail(op, format!("bad range {begin}..{end} step {stride} in dim {index}"));
+            }
+            if end > *size {
+                return fail(op, format!("limit {end} exceeds size {size} of dim {index}"));
+            }
+            dims.push(Dim::Static(if end == begin { 0 } else { (end - begin - 1) / stride + 1 }));
+            continue;
         }
-        let size = static_dim(op, &operand.shape[index], "a sliced dim")?;
-        if end > size {
-            return fail(op, format!("limit {end} exceeds size {size} of dim {index}"));
+        if stride < 1 || begin < 0 {
+            return fail(op, format!("bad start {begin} or step {stride} in dim {index}"));
         }
-        dims.push(Dim::Static(if end == begin { 0 } else { (end - begin - 1) / stride + 1 }));
+        // A symbolic bound or size: `(limit - begin + stride - 1) // stride` elements, the bounds
+        // trusted to lie within the dim.
+        let count = stride
+            .checked_sub(1)
+            .and_then(|extra| extra.checked_sub(begin))
+            .and_then(|constant| limit[index].checked_add(&Dim::Static(constant)))
+            .and_then(|span| span.floor_div(stride));
+        match count {
+            Some(Dim::Static(count)) if count < 0 => {
+                return fail(op, format!("bad range {begin}..{} step {stride} in dim {index}", limit[index]));
+            }
+            Some(count) => dims.push(count),
+            None => return fail(op, "sizes overflow 64 bits"),
+        }
     }
     Ok(TensorType::new(operand.dtype, dims.into_iter().collect()))
 }
@@ -66,7 +86,7 @@ pub(super) fn concatenate(op: &Op, operands: &[&TensorType], dimension: i64) -> 
         return fail(op, "needs at least one operand");
     };
     let axis = check_dim(op, dimension, first.rank())?;
-    let mut total = 0i64;
+    let mut total = Dim::Static(0);
     for operand in operands {
         if operand.dtype != first.dtype || operand.rank() != first.rank() {
             return fail(op, format!("operand {operand} does not match {first}"));
@@ -76,10 +96,13 @@ pub(super) fn concatenate(op: &Op, operands: &[&TensorType], dimension: i64) -> 
                 return fail(op, format!("operand {operand} does not match {first} outside dim {axis}"));
             }
         }
-        total = checked(op, total.checked_add(static_dim(op, &operand.shape[axis], "the concatenated dim")?))?;
+        total = match total.checked_add(&operand.shape[axis]) {
+            Some(total) => total,
+            None => return fail(op, "sizes overflow 64 bits"),
+        };
     }
     let mut shape = first.shape.clone();
-    shape.0[axis] = Dim::Static(total);
+    shape.0[axis] = total;
     Ok(TensorType::new(first.dtype, shape))
 }
 
@@ -100,10 +123,25 @@ pub(super) fn pad(
     }
     let mut dims = Vec::with_capacity(rank);
     for index in 0..rank {
-        let size = static_dim(op, &operand.shape[index], "a padded dim")?;
         if interior[index] < 0 {
             return fail(op, format!("negative interior padding in dim {index}"));
         }
+        let size = match &operand.shape[index] {
+            Dim::Static(size) => *size,
+            symbolic => {
+                // A symbolic size is at least one, so `(size - 1) * interior` needs no clamp.
+                let constant = low[index].checked_add(high[index]).and_then(|sum| sum.checked_sub(interior[index]));
+                let padded = interior[index]
+                    .checked_add(1)
+                    .and_then(|factor| symbolic.checked_mul(&Dim::Static(factor)))
+                    .and_then(|dim| dim.checked_add(&Dim::Static(constant?)));
+                match padded {
+                    Some(padded) => dims.push(padded),
+                    None => return fail(op, "sizes overflow 64 bits"),
+                }
+                continue;
+            }
+        };
         let padded = checked(
             op,
             (size - 1)

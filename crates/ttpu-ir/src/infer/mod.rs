@@ -37,7 +37,7 @@ pub fn infer(op: &Op, operand_types: &[&TensorType]) -> Result<SmallVec<[TensorT
         Op::Slice { .. } | Op::Reduce { .. } | Op::ReduceWindow { .. } => Some(1),
         Op::Binary(_) | Op::Compare(_) | Op::Pad { .. } | Op::DotGeneral(_) => Some(2),
         Op::Convolution(_) | Op::Gather(_) => Some(2),
-        Op::RngBitGenerator { .. } => Some(1),
+        Op::RngBitGenerator { .. } | Op::DimSize(_) => Some(1),
         Op::Select | Op::Clamp | Op::Scatter(_) => Some(3),
         Op::Concatenate(_) => None,
     };
@@ -73,6 +73,10 @@ pub fn infer(op: &Op, operand_types: &[&TensorType]) -> Result<SmallVec<[TensorT
         Op::Scatter(dims) => gather::scatter(op, operand_types[0], operand_types[1], operand_types[2], dims)?,
         Op::RngBitGenerator { algorithm, dtype, shape } => {
             rng_bit_generator(op, *algorithm, *dtype, shape, operand_types[0])?
+        }
+        Op::DimSize(dimension) => {
+            check_dim(op, *dimension, operand_types[0].rank())?;
+            TensorType::scalar(DType::I64)
         }
     };
     Ok(smallvec::smallvec![ty])
@@ -156,5 +160,38 @@ pub(crate) fn static_dim(op: &Op, dim: &Dim, what: &str) -> InferResult<i64> {
     match dim {
         Dim::Static(size) => Ok(*size),
         Dim::Sym(name) => fail(op, format!("{what} must be static, found symbol `{name}`")),
+        Dim::Expr(expr) => fail(op, format!("{what} must be static, found `{expr}`")),
+    }
+}
+
+/// The output size of a window of `dilated_window` elements sliding with `stride` over `size`
+/// dilated by `base_dilation` and padded by `padding`. A symbolic size is assumed to be at least
+/// one and at least the window (the sizes PyTorch's own shape formulas assume).
+pub(crate) fn window_output(
+    op: &Op,
+    size: &Dim,
+    base_dilation: i64,
+    padding: (i64, i64),
+    dilated_window: i64,
+    stride: i64,
+) -> InferResult<Dim> {
+    if let Dim::Static(size) = size {
+        let padded = checked(op, padded_size(*size, base_dilation, padding))?;
+        return Ok(Dim::Static(if padded < dilated_window { 0 } else { (padded - dilated_window) / stride + 1 }));
+    }
+    let constant = padding
+        .0
+        .checked_add(padding.1)
+        .and_then(|sum| sum.checked_add(1))
+        .and_then(|sum| sum.checked_sub(base_dilation))
+        .and_then(|sum| sum.checked_sub(dilated_window));
+    let out = size
+        .checked_mul(&Dim::Static(base_dilation))
+        .and_then(|dilated| dilated.checked_add(&Dim::Static(constant?)))
+        .and_then(|span| span.floor_div(stride))
+        .and_then(|steps| steps.checked_add(&Dim::Static(1)));
+    match out {
+        Some(out) => Ok(out),
+        None => fail(op, "sizes overflow 64 bits"),
     }
 }

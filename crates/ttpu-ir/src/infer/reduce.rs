@@ -1,6 +1,6 @@
 //! Inference for contractions and reductions.
 
-use super::{InferResult, check_dims, checked, dilated_size, fail, padded_size, same_dim, static_dim};
+use super::{InferResult, check_dims, checked, dilated_size, fail, same_dim, window_output};
 use crate::{DType, Dim, DotDims, Op, ReduceKind, TensorType, Window};
 
 pub(super) fn dot_general(op: &Op, lhs: &TensorType, rhs: &TensorType, dims: &DotDims) -> InferResult {
@@ -47,14 +47,12 @@ pub(super) fn reduce_window(op: &Op, kind: ReduceKind, operand: &TensorType, win
     }
     let mut shape = Vec::with_capacity(rank);
     for index in 0..rank {
-        let size = static_dim(op, &operand.shape[index], "a windowed dim")?;
         if dimensions[index] < 1 || strides[index] < 1 || base_dilations[index] < 1 || window_dilations[index] < 1 {
             return fail(op, format!("window sizes, strides and dilations must be positive in dim {index}"));
         }
-        let padded = checked(op, padded_size(size, base_dilations[index], padding[index]))?;
         let dilated_window = checked(op, dilated_size(dimensions[index], window_dilations[index]))?;
-        let out = if padded < dilated_window { 0 } else { (padded - dilated_window) / strides[index] + 1 };
-        shape.push(Dim::Static(out));
+        let size = &operand.shape[index];
+        shape.push(window_output(op, size, base_dilations[index], padding[index], dilated_window, strides[index])?);
     }
     Ok(TensorType::new(operand.dtype, shape.into_iter().collect()))
 }

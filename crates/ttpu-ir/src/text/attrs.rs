@@ -5,7 +5,7 @@ use std::fmt;
 use smallvec::SmallVec;
 
 use crate::{
-    BinaryOp, CompareDirection, ConvDims, DotDims, GatherDims, Literal, Op, ReduceKind, RngAlgorithm, ScatterDims,
+    BinaryOp, CompareDirection, ConvDims, Dim, DotDims, GatherDims, Literal, Op, ReduceKind, RngAlgorithm, ScatterDims,
     ScatterKind, TensorType, UnaryOp, Window,
 };
 
@@ -17,6 +17,8 @@ pub(crate) enum Attr {
     Ident(String),
     List(Vec<Attr>),
     Literal(Literal),
+    /// A symbolic size (`s0`, `2*s0 + 1`); a static one is an `Int`.
+    Dim(Dim),
 }
 
 impl fmt::Display for Attr {
@@ -25,6 +27,7 @@ impl fmt::Display for Attr {
             Attr::Int(value) => write!(f, "{value}"),
             Attr::Bool(value) => write!(f, "{value}"),
             Attr::Ident(name) => f.write_str(name),
+            Attr::Dim(dim) => write!(f, "{dim}"),
             Attr::List(items) => {
                 f.write_str("[")?;
                 for (index, item) in items.iter().enumerate() {
@@ -60,6 +63,18 @@ fn ints(values: &[i64]) -> Attr {
     Attr::List(values.iter().map(|&value| Attr::Int(value)).collect())
 }
 
+fn dims(values: &[Dim]) -> Attr {
+    Attr::List(
+        values
+            .iter()
+            .map(|dim| match dim {
+                Dim::Static(size) => Attr::Int(*size),
+                symbolic => Attr::Dim(symbolic.clone()),
+            })
+            .collect(),
+    )
+}
+
 fn pairs(values: &[(i64, i64)]) -> Attr {
     Attr::List(values.iter().map(|&(low, high)| ints(&[low, high])).collect())
 }
@@ -74,7 +89,7 @@ pub(crate) fn op_attrs(op: &Op) -> Vec<(&'static str, Attr)> {
         Op::Transpose(permutation) => vec![("permutation", ints(permutation))],
         Op::BroadcastInDim { dims, .. } => vec![("dims", ints(dims))],
         Op::Slice { start, limit, strides } => {
-            vec![("start", ints(start)), ("limit", ints(limit)), ("strides", ints(strides))]
+            vec![("start", ints(start)), ("limit", dims(limit)), ("strides", ints(strides))]
         }
         Op::Concatenate(dimension) => vec![("dimension", Attr::Int(*dimension))],
         Op::Pad { low, high, interior } => {
@@ -142,6 +157,7 @@ pub(crate) fn op_attrs(op: &Op) -> Vec<(&'static str, Attr)> {
             ("unique_indices", Attr::Bool(dims.unique_indices)),
         ],
         Op::RngBitGenerator { algorithm, .. } => vec![("algorithm", Attr::Ident(algorithm.mnemonic().into()))],
+        Op::DimSize(dimension) => vec![("dimension", Attr::Int(*dimension))],
     }
 }
 
@@ -190,6 +206,22 @@ impl AttrReader {
                 .iter()
                 .map(|item| match item {
                     Attr::Int(value) => Ok(*value),
+                    _ => Err(error()),
+                })
+                .collect(),
+            _ => Err(error()),
+        }
+    }
+
+    fn dims<const N: usize>(&mut self, name: &str) -> Result<SmallVec<[Dim; N]>, String> {
+        let attr = self.take(name)?;
+        let error = || format!("attribute `{name}` must be a list of sizes, found `{attr}`");
+        match &attr {
+            Attr::List(items) => items
+                .iter()
+                .map(|item| match item {
+                    Attr::Int(value) => Ok(Dim::Static(*value)),
+                    Attr::Dim(dim) => Ok(dim.clone()),
                     _ => Err(error()),
                 })
                 .collect(),
@@ -273,7 +305,7 @@ pub(crate) fn op_from_attrs(mnemonic: &str, mut attrs: AttrReader, result: &Tens
         "transpose" => Op::Transpose(attrs.ints("permutation")?),
         "broadcast_in_dim" => Op::BroadcastInDim { dims: attrs.ints("dims")?, shape: result.shape.clone() },
         "slice" => {
-            Op::Slice { start: attrs.ints("start")?, limit: attrs.ints("limit")?, strides: attrs.ints("strides")? }
+            Op::Slice { start: attrs.ints("start")?, limit: attrs.dims("limit")?, strides: attrs.ints("strides")? }
         }
         "concatenate" => Op::Concatenate(attrs.int("dimension")?),
         "pad" => Op::Pad { low: attrs.ints("low")?, high: attrs.ints("high")?, interior: attrs.ints("interior")? },
@@ -335,6 +367,7 @@ pub(crate) fn op_from_attrs(mnemonic: &str, mut attrs: AttrReader, result: &Tens
                 unique_indices: attrs.boolean("unique_indices")?,
             })
         }
+        "dim_size" => Op::DimSize(attrs.int("dimension")?),
         "rng_bit_generator" => {
             let name = attrs.ident("algorithm")?;
             let algorithm = RngAlgorithm::ALL

@@ -20,7 +20,7 @@
 use std::collections::HashMap;
 
 use super::attrs::{Attr, AttrReader, op_from_attrs};
-use crate::{DType, Dim, Graph, GraphBuilder, Literal, Loc, Scalar, Shape, SymbolRange, TensorType, ValueId};
+use crate::{DType, Dim, DimExpr, Graph, GraphBuilder, Literal, Loc, Scalar, Shape, SymbolRange, TensorType, ValueId};
 
 /// A syntax or type error in IR text, with its position.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -282,7 +282,7 @@ fn lex(text: &str) -> Result<Vec<Token>, ParseError> {
             '-' if lexer.peek_at(1).is_some_and(|c| c.is_ascii_digit()) => lexer.number().map_err(at)?,
             c if c.is_ascii_digit() => lexer.number().map_err(at)?,
             c if c.is_ascii_alphabetic() || c == '_' => Tok::Ident(lexer.name()),
-            '(' | ')' | '[' | ']' | '{' | '}' | '<' | '>' | ',' | ':' | '=' | '-' => {
+            '(' | ')' | '[' | ']' | '{' | '}' | '<' | '>' | ',' | ':' | '=' | '-' | '+' | '*' | '/' => {
                 lexer.bump();
                 Tok::Punct(c)
             }
@@ -544,18 +544,111 @@ impl Parser {
         Ok(TensorType::new(dtype, Shape(dims.into_iter().collect())))
     }
 
+    /// A dim: a size, a symbol, or an expression of them as the printer writes it
+    /// (`2*s0 + 1`, `(s0 - 1)//2`, `s0**2`).
     fn dim(&mut self) -> Parsed<Dim> {
+        let start = self.peek().clone();
+        let expr = self.dim_sum()?;
+        match expr.clone().into_dim() {
+            Dim::Static(size) if size < 0 => Err(start.error(format!("negative dimension size `{expr}`"))),
+            dim => Ok(dim),
+        }
+    }
+
+    fn dim_sum(&mut self) -> Parsed<DimExpr> {
+        let mut sum = self.dim_product()?;
+        loop {
+            let negate = if self.eat_punct('+') {
+                false
+            } else if self.eat_punct('-') {
+                true
+            } else {
+                return Ok(sum);
+            };
+            let token = self.peek().clone();
+            let term = self.dim_product()?;
+            let next = if negate { sum.checked_sub(&term) } else { sum.checked_add(&term) };
+            sum = next.ok_or_else(|| token.error("dimension expression overflows 64 bits".to_string()))?;
+        }
+    }
+
+    fn dim_product(&mut self) -> Parsed<DimExpr> {
+        let negate = self.eat_punct('-');
+        let mut product = self.dim_power()?;
+        while self.peek().tok == Tok::Punct('*') {
+            self.next();
+            let token = self.peek().clone();
+            let factor = self.dim_power()?;
+            product =
+                product.checked_mul(&factor).ok_or_else(|| token.error("dimension expression overflows 64 bits"))?;
+        }
+        if negate {
+            let token = self.peek().clone();
+            product = DimExpr::constant(0)
+                .checked_sub(&product)
+                .ok_or_else(|| token.error("dimension expression overflows 64 bits"))?;
+        }
+        Ok(product)
+    }
+
+    /// `primary`, `primary**N` or `primary//N`.
+    fn dim_power(&mut self) -> Parsed<DimExpr> {
+        let base = self.dim_primary()?;
         let token = self.peek().clone();
-        let dim = match &token.tok {
-            Tok::Int(size) if *size >= 0 => Dim::Static(*size),
+        let operator = match (&token.tok, &self.tokens[(self.pos + 1).min(self.tokens.len() - 1)].tok) {
+            (Tok::Punct('*'), Tok::Punct('*')) => "**",
+            (Tok::Punct('/'), Tok::Punct('/')) => "//",
+            _ => return Ok(base),
+        };
+        for _ in 0..operator.len() {
+            self.next();
+        }
+        let amount = self.peek().clone();
+        let Tok::Int(amount_value) = amount.tok else { return self.expected("an integer") };
+        self.next();
+        let result = match operator {
+            // Sizes never need a high power; the bound keeps a typo from looping for long.
+            "**" => u32::try_from(amount_value)
+                .ok()
+                .filter(|&exponent| exponent <= 64)
+                .and_then(|exponent| (0..exponent).try_fold(DimExpr::constant(1), |acc, _| acc.checked_mul(&base))),
+            _ => base.floor_div(amount_value),
+        };
+        result.ok_or_else(|| amount.error(format!("bad operand `{amount_value}` for `{operator}`")))
+    }
+
+    fn dim_primary(&mut self) -> Parsed<DimExpr> {
+        let token = self.peek().clone();
+        let expr = match &token.tok {
+            Tok::Int(size) => DimExpr::constant(*size),
+            // `Mod(expr, N)`, as PyTorch spells a modulo.
+            Tok::Ident(name)
+                if name == "Mod" && self.tokens[(self.pos + 1).min(self.tokens.len() - 1)].tok == Tok::Punct('(') =>
+            {
+                self.next();
+                self.next();
+                let inner = self.dim_sum()?;
+                self.expect_punct(',')?;
+                let divisor = self.peek().clone();
+                let Tok::Int(value) = divisor.tok else { return self.expected("an integer") };
+                self.next();
+                self.expect_punct(')')?;
+                return inner.modulo(value).ok_or_else(|| divisor.error(format!("bad divisor `{value}` for `Mod`")));
+            }
             Tok::Ident(name) => match self.builder.graph().symbols.name(name) {
-                Some(symbol) => Dim::Sym(symbol),
+                Some(symbol) => DimExpr::symbol(symbol),
                 None => return Err(token.error(format!("undeclared symbol `{name}`"))),
             },
+            Tok::Punct('(') => {
+                self.next();
+                let inner = self.dim_sum()?;
+                self.expect_punct(')')?;
+                return Ok(inner);
+            }
             _ => return self.expected("a dimension size or symbol"),
         };
         self.next();
-        Ok(dim)
+        Ok(expr)
     }
 
     /// `%3: f32[2] = add(%1, %2) {attrs}  # name: origin`.
@@ -665,6 +758,16 @@ impl Parser {
     /// One attribute value; `dtype` is the element type of `dense<...>` literals.
     fn attr(&mut self, dtype: DType, depth: usize) -> Parsed<Attr> {
         let token = self.peek().clone();
+        let symbol = matches!(&token.tok, Tok::Ident(word) if self.builder.graph().symbols.name(word).is_some());
+        let operator_follows =
+            matches!(self.tokens.get(self.pos + 1).map(|next| &next.tok), Some(Tok::Punct('*' | '+' | '-' | '/')));
+        if symbol || (matches!(token.tok, Tok::Int(_)) && operator_follows) {
+            // A size expression: `s0`, `2*s0 + 1`.
+            return Ok(match self.dim_sum()?.into_dim() {
+                Dim::Static(value) => Attr::Int(value),
+                dim => Attr::Dim(dim),
+            });
+        }
         let attr = match &token.tok {
             Tok::Int(value) => Attr::Int(*value),
             Tok::Ident(word) if word == "true" || word == "false" => Attr::Bool(word == "true"),

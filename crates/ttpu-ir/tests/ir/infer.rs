@@ -124,7 +124,7 @@ fn slice_concatenate_pad() {
     let x = f32s(&[10, 6]);
     let slice = |start: &[i64], limit: &[i64], strides: &[i64]| Op::Slice {
         start: start.into(),
-        limit: limit.into(),
+        limit: limit.iter().map(|&end| Dim::Static(end)).collect(),
         strides: strides.into(),
     };
     // 1..10 step 3 takes 1, 4, 7: 3 elements; 0..6 step 4 takes 0, 4: 2 elements.

@@ -33,6 +33,28 @@ pub(super) fn iota(cx: &mut Cx<'_>, shape: &Shape, dim: usize) -> Result<ValueId
 
 /// `index` as `i64` with negative entries wrapped by `size`.
 fn wrap_index(cx: &mut Cx<'_>, index: ValueId, size: i64) -> Result<ValueId> {
+    wrap_index_by(cx, index, |cx, index| cx.binary_scalar(BinaryOp::Add, index, Scalar::Int(size)))
+}
+
+/// [`wrap_index`] for dim `dim` of `x`, whose size may be symbolic (read with `dim_size` then).
+fn wrap_index_of(cx: &mut Cx<'_>, index: ValueId, x: ValueId, dim: usize) -> Result<ValueId> {
+    match cx.shape(x)[dim].as_static() {
+        Some(size) => wrap_index(cx, index, size),
+        None => wrap_index_by(cx, index, |cx, index| {
+            let built = cx.b.dim_size(x, dim as i64);
+            let size = cx.ok(built)?;
+            let size = cx.broadcast_to(size, &cx.shape(index))?;
+            cx.binary(BinaryOp::Add, index, size)
+        }),
+    }
+}
+
+/// Converts `index` to `i64` and replaces negative entries by `shift(index)`.
+fn wrap_index_by(
+    cx: &mut Cx<'_>,
+    index: ValueId,
+    shift: impl FnOnce(&mut Cx<'_>, ValueId) -> Result<ValueId>,
+) -> Result<ValueId> {
     let dtype = cx.dtype(index);
     if !matches!(dtype, DType::I64 | DType::I32 | DType::I16 | DType::I8 | DType::U8) {
         return Err(cx.bad(format!("indices must be an integer tensor, found {}", cx.ty(index))));
@@ -43,7 +65,7 @@ fn wrap_index(cx: &mut Cx<'_>, index: ValueId, size: i64) -> Result<ValueId> {
     }
     let zero = cx.splat_like(index, Scalar::Int(0))?;
     let negative = cx.compare(CompareDirection::Lt, index, zero)?;
-    let shifted = cx.binary_scalar(BinaryOp::Add, index, Scalar::Int(size))?;
+    let shifted = shift(cx, index)?;
     cx.select(negative, shifted, index)
 }
 
@@ -64,9 +86,14 @@ pub(super) fn stack_last(cx: &mut Cx<'_>, parts: &[ValueId]) -> Result<ValueId> 
 
 /// `x[points[..., 0], ..., points[..., k-1], :, ...]`: shape `B + x.shape[k..]`.
 fn gather_points(cx: &mut Cx<'_>, x: ValueId, points: ValueId) -> Result<ValueId> {
-    let sizes = cx.static_dims(x, "gathering")?;
     let batch = cx.rank(points) - 1;
     let k = cx.static_dim(points, batch, "gathering")? as usize;
+    // The indexed dims may be symbolic (slices of them are one element); the rest are taken
+    // whole, so their sizes are attributes.
+    let mut sizes: SmallVec<[i64; 4]> = SmallVec::from_elem(1, k);
+    for dim in k..cx.rank(x) {
+        sizes.push(cx.static_dim(x, dim, "gathering")?);
+    }
     let rest = sizes.len() - k;
     let dims = GatherDims {
         offset_dims: (batch..batch + rest).map(|dim| dim as i64).collect(),
@@ -265,8 +292,7 @@ struct Advanced {
 }
 
 fn advanced(cx: &mut Cx<'_>, x: ValueId, indices: &[(usize, ValueId)]) -> Result<Advanced> {
-    let sizes = cx.static_dims(x, "indexing")?;
-    let rank = sizes.len();
+    let rank = cx.rank(x);
     let indexed: Vec<usize> = indices.iter().map(|(dim, _)| *dim).collect();
     let adjacent = indexed.windows(2).all(|pair| pair[1] == pair[0] + 1);
     let position = if adjacent { indexed[0] } else { 0 };
@@ -277,7 +303,7 @@ fn advanced(cx: &mut Cx<'_>, x: ValueId, indices: &[(usize, ValueId)]) -> Result
     let batch_shape = cx.broadcast_shape(&shapes)?;
     let mut parts = Vec::with_capacity(indices.len());
     for &(dim, value) in indices {
-        let wrapped = wrap_index(cx, value, sizes[dim])?;
+        let wrapped = wrap_index_of(cx, value, x, dim)?;
         parts.push(cx.broadcast_to(wrapped, &batch_shape)?);
     }
     let points = stack_last(cx, &parts)?;

@@ -3,7 +3,7 @@
 //!
 //! PyTorch's negative dims and Python-style slice bounds are normalised here; the IR only sees
 //! non-negative dims and in-range static bounds. Reshapes keep symbolic dims where they can be
-//! derived (a `-1` next to symbols is solved with [`Monomial`]).
+//! derived (a `-1` next to symbols is solved by exact polynomial division, `sym::exact_quotient`).
 
 use smallvec::SmallVec;
 use ttpu_ir::{Dim, GatherDims, Literal, Scalar, Shape, ValueId};
@@ -13,7 +13,7 @@ use crate::ast::SymExpr;
 use crate::error::Result;
 use crate::import::args::{Args, Val};
 use crate::import::ctx::{Cx, Imported};
-use crate::import::sym::{self, Monomial};
+use crate::import::sym;
 
 /// `clone`, `alias`, `detach`, `lift_fresh_copy`: values are immutable in the IR.
 pub(super) fn identity(_cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
@@ -134,17 +134,17 @@ fn reshape_to(cx: &mut Cx<'_>, x: ValueId, sizes: &[SymExpr]) -> Result<ValueId>
         return Err(cx.bad("only one dim can be -1"));
     }
     let from = cx.shape(x);
-    let total = Monomial::of(from.dims());
-    let known = Monomial::of(dims.iter().flatten());
+    let total = from.element_count().ok_or_else(|| cx.bad(format!("the size of {from} overflows 64 bits")))?;
+    let known: Option<Dim> = dims.iter().flatten().try_fold(Dim::Static(1), |acc, dim| acc.checked_mul(dim));
     if let Some(slot) = dims.iter_mut().find(|dim| dim.is_none()) {
-        let inferred = total.divide_to_dim(&known).ok_or_else(|| {
+        let inferred = known.and_then(|known| sym::exact_quotient(&total, &known)).ok_or_else(|| {
             cx.bad(format!("cannot infer the -1 in {} for a tensor of shape {from}", show_sizes(sizes)))
         })?;
         *slot = Some(inferred);
     }
     let shape: Shape = dims.into_iter().flatten().collect();
     // Static shapes are checked by the IR; symbolic ones need equal products of dims.
-    if !(from.is_static() && shape.is_static()) && Monomial::of(shape.dims()) != total {
+    if !(from.is_static() && shape.is_static()) && shape.element_count().as_ref() != Some(&total) {
         return Err(cx.bad(format!("cannot view a tensor of shape {from} as {shape}")));
     }
     cx.reshape(x, shape)
@@ -232,6 +232,20 @@ pub(super) fn slice(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let whole_dim = sym::from_dim(&cx.shape(x)[dim]);
     let end = match args.get("end") {
         Val::Sym(expr) if *expr == whole_dim => None,
+        // A symbolic end inside the dim (`x[:, :s0]`): the IR takes it as the limit, trusting
+        // PyTorch's guards that it lies within the dim, as the annotated result type says.
+        Val::Sym(expr) if args.opt_int("start")?.unwrap_or(0) >= 0 => {
+            let start = args.opt_int("start")?.unwrap_or(0);
+            let limit = cx.dim_of(&expr)?;
+            let mut limits: Vec<Dim> = cx.shape(x).0.into_vec();
+            let mut starts = vec![0; rank];
+            let mut strides = vec![1; rank];
+            limits[dim] = limit;
+            starts[dim] = start;
+            strides[dim] = step;
+            let built = cx.b.slice_to(x, &starts, &limits, &strides);
+            return tensor(cx.ok(built)?);
+        }
         _ => args.opt_int("end")?,
     };
     let start = args.opt_int("start")?;

@@ -40,8 +40,14 @@ impl Pool {
         if rank != n + 1 && rank != n + 2 {
             return Err(cx.bad(format!("expects a tensor of rank {} or {}, found {}", n + 1, n + 2, cx.ty(x))));
         }
-        let sizes = cx.static_dims(x, "pooling")?;
         let lead = rank - n;
+        // Only the pooled dims need sizes; leading (batch, channel) dims may be symbolic.
+        let ty = cx.ty(x);
+        let sizes: Vec<i64> = ty.shape.dims()[lead..]
+            .iter()
+            .map(Dim::as_static)
+            .collect::<Option<_>>()
+            .ok_or_else(|| cx.site.dynamic(format!("pooling needs static pooled dims, found {ty}")))?;
         let per_dim = |name: &str, default: &[i64]| -> Result<Vec<i64>> {
             let values = if args.has_param(name) { args.ints_or(name, default)? } else { default.to_vec() };
             match values.len() {
@@ -59,8 +65,7 @@ impl Pool {
         let mut output = Vec::with_capacity(n);
         let mut extra = Vec::with_capacity(n);
         for index in 0..n {
-            let (size, k, s, p, d) =
-                (sizes[lead + index], kernel[index], stride[index], padding[index], dilation[index]);
+            let (size, k, s, p, d) = (sizes[index], kernel[index], stride[index], padding[index], dilation[index]);
             if k < 1 || s < 1 || d < 1 || p < 0 {
                 return Err(cx.bad("kernel sizes, strides and dilations must be positive, padding non-negative"));
             }
@@ -80,7 +85,7 @@ impl Pool {
             output.push(out);
             extra.push(((out - 1) * s + reach - (size + 2 * p)).max(0));
         }
-        Ok(Pool { lead, input: sizes[lead..].to_vec(), kernel, stride, padding, dilation, output, extra })
+        Ok(Pool { lead, input: sizes, kernel, stride, padding, dilation, output, extra })
     }
 
     /// The `reduce_window` window over the whole operand.
@@ -188,7 +193,8 @@ fn max_pool_indices(cx: &mut Cx<'_>, x: ValueId, pool: &Pool) -> Result<ValueId>
         .chain(pool.padding.iter().zip(&pool.extra).map(|(&pad, &extra)| pad + extra))
         .collect();
     let padded = cx.pad(x, fill, &low, &high, &vec![0; rank])?;
-    let padded_sizes = cx.static_dims(padded, "pooling")?;
+    // Leading dims are taken whole (to their end when symbolic); pooled dims are static.
+    let padded_sizes: SmallVec<[Dim; 4]> = cx.shape(padded).0;
     let offsets: usize = pool.kernel.iter().map(|&k| k as usize).product();
     for flat in 0..offsets {
         // Kernel offset of this step, row-major like PyTorch's nested loops.
@@ -199,17 +205,18 @@ fn max_pool_indices(cx: &mut Cx<'_>, x: ValueId, pool: &Pool) -> Result<ValueId>
             rest /= pool.kernel[i] as usize;
         }
         let mut start: SmallVec<[i64; 4]> = SmallVec::from_elem(0, rank);
-        let mut limit: SmallVec<[i64; 4]> = padded_sizes.clone();
+        let mut limit: SmallVec<[Dim; 4]> = padded_sizes.clone();
         let mut step: SmallVec<[i64; 4]> = SmallVec::from_elem(1, rank);
         let mut shift = 0;
         for i in 0..n {
             let begin = offset[i] * pool.dilation[i];
             start[pool.lead + i] = begin;
-            limit[pool.lead + i] = begin + (pool.output[i] - 1) * pool.stride[i] + 1;
+            limit[pool.lead + i] = Dim::Static(begin + (pool.output[i] - 1) * pool.stride[i] + 1);
             step[pool.lead + i] = pool.stride[i];
             shift += begin * strides[i];
         }
-        let candidate = cx.slice(padded, &start, &limit, &step)?;
+        let built = cx.b.slice_to(padded, &start, &limit, &step);
+        let candidate = cx.ok(built)?;
         let candidate_index = cx.binary_scalar(BinaryOp::Add, base, Scalar::Int(shift))?;
         let mut take = cx.compare(CompareDirection::Gt, candidate, best)?;
         if dtype.is_float() {

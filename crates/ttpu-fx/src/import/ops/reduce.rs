@@ -176,7 +176,7 @@ fn extreme_and_index(
     // Misses get a position past the end, so the minimum is the first hit.
     let beyond = match &shape[dim] {
         Dim::Static(size) => *size,
-        Dim::Sym(_) => i64::MAX,
+        Dim::Sym(_) | Dim::Expr(_) => i64::MAX,
     };
     let beyond = cx.splat(DType::I64, Scalar::Int(beyond), &shape)?;
     let candidates = cx.select(hit, positions, beyond)?;
