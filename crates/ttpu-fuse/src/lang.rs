@@ -68,6 +68,7 @@ fn hash_op(op: &Op, hasher: &mut impl Hasher) {
         // e-class: equal states give equal bits.
         Op::RngBitGenerator { algorithm, dtype, shape } => (algorithm, dtype, shape).hash(hasher),
         Op::DimSize(dimension) => dimension.hash(hasher),
+        Op::ArgSort { dimension, descending } => (dimension, descending).hash(hasher),
     }
 }
 

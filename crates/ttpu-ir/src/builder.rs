@@ -80,6 +80,11 @@ impl GraphBuilder {
         self.op(Op::Constant(literal), &[]).expect("a constant always has a type")
     }
 
+    /// The positions that stably sort `operand` along `dimension`.
+    pub fn argsort(&mut self, operand: ValueId, dimension: i64, descending: bool) -> Built {
+        self.op(Op::ArgSort { dimension, descending }, &[operand])
+    }
+
     /// The size of dim `dimension` of `operand`, as an `i64` scalar.
     pub fn dim_size(&mut self, operand: ValueId, dimension: i64) -> Built {
         self.op(Op::DimSize(dimension), &[operand])

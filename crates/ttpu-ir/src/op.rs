@@ -526,6 +526,15 @@ pub enum Op {
     /// value (`x * x.size(0)`). The frontend folds static sizes to constants, so this appears
     /// only for symbolic dims.
     DimSize(i64),
+    /// The `i64` positions that sort the operand along `dimension`: stably (equal elements keep
+    /// their order, `-0.0` equals `0.0`), NaN ordered above every number, ascending or
+    /// descending. Values follow with a gather, so the node keeps one result.
+    ArgSort {
+        /// The sorted dim.
+        dimension: i64,
+        /// Largest first.
+        descending: bool,
+    },
 }
 
 impl Op {
@@ -554,6 +563,7 @@ impl Op {
             Op::Scatter(_) => "scatter",
             Op::RngBitGenerator { .. } => "rng_bit_generator",
             Op::DimSize(_) => "dim_size",
+            Op::ArgSort { .. } => "argsort",
         }
     }
 }

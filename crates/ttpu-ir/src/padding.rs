@@ -100,7 +100,7 @@ fn mixing_reason(graph: &Graph, node: &Node, symbol: &str) -> Option<String> {
         // Random bits depend on the whole shape (its shape is static, so this is never reached).
         Op::Slice { .. } | Op::Concatenate(_) | Op::Pad { .. } | Op::Scatter(_) | Op::RngBitGenerator { .. } => true,
         // The size itself is data: padding would change it.
-        Op::DimSize(dimension) => operand_dims[0].contains(dimension),
+        Op::DimSize(dimension) | Op::ArgSort { dimension, .. } => operand_dims[0].contains(dimension),
     };
     mixes.then(|| format!("{} mixes positions along `{symbol}`", at_node()))
 }

@@ -138,12 +138,13 @@ fn lower_body<'c>(context: &'c Context, graph: &Graph, block: &Block<'c>) -> Res
             .collect::<Result<SmallVec<[Value<'c, '_>; 4]>, Error>>()?;
         let result_type = graph.ty(result);
         let operation = match dynamic_form(node, result_type) {
-            true => lower_dynamic_node(context, block, &mut sizes, node, &operands, result_type)?,
+            true => lower_dynamic_node(context, graph, block, &mut sizes, node, &operands, result_type)?,
             false => lower_node(context, graph, block, node, &operands, result_type)?,
         };
         let defined = block.append_operation(operation);
         // `rng_bit_generator` returns (new state, bits); the IR node is the bits.
-        let slot = if matches!(node.op, Op::RngBitGenerator { .. }) { 1 } else { 0 };
+        // `sort` returns (keys, positions); the IR's argsort is the positions.
+        let slot = if matches!(node.op, Op::RngBitGenerator { .. } | Op::ArgSort { .. }) { 1 } else { 0 };
         let value = defined.result(slot).map_err(|error| internal("reading an op result", error))?;
         values[result.index_usize()] = Some(value.into());
     }
@@ -157,7 +158,9 @@ fn lower_body<'c>(context: &'c Context, graph: &Graph, block: &Block<'c>) -> Res
 /// known at run time and the static op would spell it as an attribute.
 fn dynamic_form(node: &Node, result_type: &TensorType) -> bool {
     match &node.op {
-        Op::Reshape(_) | Op::BroadcastInDim { .. } | Op::Iota { .. } => !result_type.shape.is_static(),
+        Op::Reshape(_) | Op::BroadcastInDim { .. } | Op::Iota { .. } | Op::ArgSort { .. } => {
+            !result_type.shape.is_static()
+        }
         Op::Slice { limit, .. } => limit.iter().any(|end| end.as_static().is_none()),
         _ => false,
     }
@@ -166,6 +169,7 @@ fn dynamic_form(node: &Node, result_type: &TensorType) -> bool {
 /// The shape-polymorphic op of a node whose sizes are computed at run time.
 fn lower_dynamic_node<'c, 'a>(
     context: &'c Context,
+    graph: &Graph,
     block: &'a Block<'c>,
     sizes: &mut RuntimeSizes<'c, 'a>,
     node: &Node,
@@ -187,6 +191,13 @@ fn lower_dynamic_node<'c, 'a>(
         Op::Iota { dimension, .. } => {
             let shape = sizes.shape(context, block, shape, loc)?;
             ops::dynamic_iota(context, shape, *dimension, result, loc)
+        }
+        Op::ArgSort { dimension, descending } => {
+            let shape = sizes.shape(context, block, shape, loc)?;
+            let positions = append(block, ops::dynamic_iota(context, shape, *dimension, result, loc)?)?;
+            let operand = graph.ty(node.operands[0]);
+            let keys = tensor_type(context, operand)?;
+            ops::sort(context, operands[0], positions, *dimension, *descending, operand.dtype, [keys, result], loc)
         }
         Op::Slice { start, limit, strides } => {
             let as_dims = |values: &[i64]| values.iter().map(|&value| Dim::Static(value)).collect::<Vec<Dim>>();
@@ -444,6 +455,13 @@ fn lower_node<'c>(
         Op::RngBitGenerator { algorithm, .. } => {
             let state = tensor_type(context, graph.ty(node.operands[0]))?;
             ops::rng_bit_generator(context, operands[0], *algorithm, state, result, loc)
+        }
+        Op::ArgSort { dimension, descending } => {
+            let positions = block.append_operation(ops::iota(context, *dimension, result, loc)?);
+            let positions = positions.result(0).map_err(|error| internal("reading an op result", error))?;
+            let keys = tensor_type(context, graph.ty(node.operands[0]))?;
+            let dtype = operand_dtype();
+            ops::sort(context, operands[0], positions.into(), *dimension, *descending, dtype, [keys, result], loc)
         }
         Op::DimSize(dimension) => {
             // `get_dimension_size` answers in i32; the IR's sizes are i64.

@@ -534,6 +534,53 @@ fn combiner_region<'c>(
     Ok(region)
 }
 
+/// `stablehlo.sort` of `keys` with `positions` (an `i64` iota) riding along, stable, along
+/// `dimension`; results (sorted keys, positions). The comparator puts NaN above every number
+/// (last ascending, first descending) and treats `-0.0` and `0.0` as equal, as PyTorch does;
+/// stability keeps equal keys in position order.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn sort<'c>(
+    context: &'c Context,
+    keys: Value<'c, '_>,
+    positions: Value<'c, '_>,
+    dimension: i64,
+    descending: bool,
+    key_dtype: DType,
+    results: [Type<'c>; 2],
+    location: Location<'c>,
+) -> Result<Operation<'c>, Error> {
+    let key = crate::types::tensor_of(context, key_dtype, &[])?;
+    let position = crate::types::tensor_of(context, DType::I64, &[])?;
+    let predicate = crate::types::tensor_of(context, DType::Bool, &[])?;
+    let block = Block::new(&[(key, location), (key, location), (position, location), (position, location)]);
+    {
+        let argument = |index: usize| -> Result<Value<'c, '_>, Error> {
+            block.argument(index).map(Into::into).map_err(|error| internal("reading a block argument", error))
+        };
+        let (a, b) = (argument(0)?, argument(1)?);
+        let append = |operation: Operation<'c>| result(block.append_operation(operation));
+        let direction = if descending { CompareDirection::Gt } else { CompareDirection::Lt };
+        let mut before = append(compare(context, a, b, direction, key_dtype, predicate, location)?)?;
+        if key_dtype.is_float() {
+            // NaN compares false with everything: order it explicitly.
+            let a_nan = append(compare(context, a, a, CompareDirection::Ne, key_dtype, predicate, location)?)?;
+            let b_nan = append(compare(context, b, b, CompareDirection::Ne, key_dtype, predicate, location)?)?;
+            let (nan, number) = if descending { (a_nan, b_nan) } else { (b_nan, a_nan) };
+            let not_number = append(not(number, predicate, location)?)?;
+            let by_nan = append(and(nan, not_number, predicate, location)?)?;
+            before = append(or(before, by_nan, predicate, location)?)?;
+        }
+        block.append_operation(r#return(&[before], location)?);
+    }
+    let region = Region::new();
+    region.append_block(block);
+    let attributes = [
+        named(context, "dimension", i64_attr(context, dimension)),
+        named(context, "is_stable", bool_attr(context, true)),
+    ];
+    build("stablehlo.sort", location, &[keys, positions], &results, &attributes, vec![region])
+}
+
 /// `stablehlo.reduce` of one operand over `dimensions`, combining with `combiner` from
 /// `init` (a 0-d tensor of type `scalar`).
 #[allow(clippy::too_many_arguments)]

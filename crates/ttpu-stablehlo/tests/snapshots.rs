@@ -90,7 +90,7 @@ fn shape_polymorphic_module() {
     let scalar = b.constant(Literal::scalar(DType::F32, Scalar::Float(1.0)));
     let ones = b.broadcast_in_dim(scalar, &[], shape(&[d0.clone(), d1.clone(), Dim::Static(4)])).unwrap();
     let sum = b.binary(BinaryOp::Add, x, ones).unwrap();
-    let positions = b.iota(TensorType::new(DType::I64, shape(&[d1.clone()])), 0).unwrap();
+    let positions = b.iota(TensorType::new(DType::I64, shape(std::slice::from_ref(&d1))), 0).unwrap();
     let window = b.slice_to(mask, &[0, 0], &[d1.clone(), d1.clone()], &[1, 1]).unwrap();
     let every_other = b.slice_to(x, &[1, 0, 0], &[d0, d1, Dim::Static(4)], &[2, 1, 1]).unwrap();
     let size = b.dim_size(x, 1).unwrap();

@@ -37,7 +37,7 @@ pub fn infer(op: &Op, operand_types: &[&TensorType]) -> Result<SmallVec<[TensorT
         Op::Slice { .. } | Op::Reduce { .. } | Op::ReduceWindow { .. } => Some(1),
         Op::Binary(_) | Op::Compare(_) | Op::Pad { .. } | Op::DotGeneral(_) => Some(2),
         Op::Convolution(_) | Op::Gather(_) => Some(2),
-        Op::RngBitGenerator { .. } | Op::DimSize(_) => Some(1),
+        Op::RngBitGenerator { .. } | Op::DimSize(_) | Op::ArgSort { .. } => Some(1),
         Op::Select | Op::Clamp | Op::Scatter(_) => Some(3),
         Op::Concatenate(_) => None,
     };
@@ -77,6 +77,14 @@ pub fn infer(op: &Op, operand_types: &[&TensorType]) -> Result<SmallVec<[TensorT
         Op::DimSize(dimension) => {
             check_dim(op, *dimension, operand_types[0].rank())?;
             TensorType::scalar(DType::I64)
+        }
+        Op::ArgSort { dimension, .. } => {
+            let operand = operand_types[0];
+            if operand.dtype == DType::Bool {
+                return fail(op, "sorts numbers; convert bool first");
+            }
+            check_dim(op, *dimension, operand.rank())?;
+            operand.with_dtype(DType::I64)
         }
     };
     Ok(smallvec::smallvec![ty])

@@ -158,6 +158,9 @@ pub(crate) fn op_attrs(op: &Op) -> Vec<(&'static str, Attr)> {
         ],
         Op::RngBitGenerator { algorithm, .. } => vec![("algorithm", Attr::Ident(algorithm.mnemonic().into()))],
         Op::DimSize(dimension) => vec![("dimension", Attr::Int(*dimension))],
+        Op::ArgSort { dimension, descending } => {
+            vec![("dimension", Attr::Int(*dimension)), ("descending", Attr::Bool(*descending))]
+        }
     }
 }
 
@@ -368,6 +371,7 @@ pub(crate) fn op_from_attrs(mnemonic: &str, mut attrs: AttrReader, result: &Tens
             })
         }
         "dim_size" => Op::DimSize(attrs.int("dimension")?),
+        "argsort" => Op::ArgSort { dimension: attrs.int("dimension")?, descending: attrs.boolean("descending")? },
         "rng_bit_generator" => {
             let name = attrs.ident("algorithm")?;
             let algorithm = RngAlgorithm::ALL

@@ -8,11 +8,8 @@
 //! wrap as in PyTorch; out-of-range ones are clamped by `gather` and dropped by `scatter` (PyTorch
 //! raises instead).
 //!
-//! The IR has no `sort`, so `sort`/`topk` rank every element against every other one along the
-//! sorted dim (`O(n²)` compares, exact, stable: ties keep index order, NaN sorts as the largest
-//! value as in PyTorch). That suits the short dims of most models (top-k over classes, beams,
-//! experts); over a vocabulary (tens of thousands) the `n²` intermediate is too large, and an IR
-//! `sort` op would be needed.
+//! `sort`/`topk` take the IR's `argsort` (StableHLO's stable `sort`, ties in index order, NaN
+//! above every number as in PyTorch) and gather the values at those positions.
 
 use smallvec::SmallVec;
 use ttpu_ir::{
@@ -499,48 +496,11 @@ pub(super) fn masked_scatter(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
 
 /// Sorts the last dim of `x`: (values, indices). Stable; NaN is the largest value.
 fn sort_last(cx: &mut Cx<'_>, x: ValueId, descending: bool) -> Result<(ValueId, ValueId)> {
-    let shape = cx.shape(x);
-    let rank = shape.rank();
+    let rank = cx.rank(x);
     let n = cx.static_dim(x, rank - 1, "sort")?;
     let keys = if cx.dtype(x).is_bool() { cx.convert(x, DType::I32)? } else { x };
-    // pair[..., i, j]: a = element i, b = element j.
-    let mut pair_dims = shape.0.clone();
-    pair_dims.push(ttpu_ir::Dim::Static(n));
-    let pair = Shape(pair_dims);
-    let lead: Vec<i64> = (0..rank as i64 - 1).collect();
-    let a_dims: Vec<i64> = lead.iter().copied().chain([rank as i64 - 1]).collect();
-    let b_dims: Vec<i64> = lead.iter().copied().chain([rank as i64]).collect();
-    let a = cx.broadcast_in_dim(keys, &a_dims, pair.clone())?;
-    let b = cx.broadcast_in_dim(keys, &b_dims, pair.clone())?;
-    // `b` comes before `a` when it is smaller (larger, descending) or equal at a lower index.
-    let direction = if descending { CompareDirection::Gt } else { CompareDirection::Lt };
-    let mut before = cx.compare(direction, b, a)?;
-    let mut equal = cx.compare(CompareDirection::Eq, b, a)?;
-    if cx.dtype(keys).is_float() {
-        let a_nan = cx.compare(CompareDirection::Ne, a, a)?;
-        let b_nan = cx.compare(CompareDirection::Ne, b, b)?;
-        let both = cx.binary(BinaryOp::And, a_nan, b_nan)?;
-        equal = cx.binary(BinaryOp::Or, equal, both)?;
-        // NaN is the largest: it comes first descending, last ascending.
-        let (nan, other) = if descending { (b_nan, a_nan) } else { (a_nan, b_nan) };
-        let not_other = cx.unary(ttpu_ir::UnaryOp::Not, other)?;
-        let by_nan = cx.binary(BinaryOp::And, nan, not_other)?;
-        before = cx.binary(BinaryOp::Or, before, by_nan)?;
-    }
-    let i = iota(cx, &pair, rank - 1)?;
-    let j = iota(cx, &pair, rank)?;
-    let lower = cx.compare(CompareDirection::Lt, j, i)?;
-    let tie = cx.binary(BinaryOp::And, equal, lower)?;
-    let before = cx.binary(BinaryOp::Or, before, tie)?;
-    let before = cx.convert(before, DType::I64)?;
-    let rank_of = cx.reduce(before, ReduceKind::Sum, &[rank])?; // [..., n]: the target of element i
-    // order[..., p] = the i whose rank is p.
-    let r = cx.broadcast_in_dim(rank_of, &b_dims, pair.clone())?; // [..., p, i] = rank of i
-    let p = iota(cx, &pair, rank - 1)?;
-    let hit = cx.compare(CompareDirection::Eq, r, p)?;
-    let zero = cx.splat(DType::I64, Scalar::Int(0), &pair)?;
-    let source = cx.select(hit, j, zero)?;
-    let order = cx.reduce(source, ReduceKind::Sum, &[rank])?;
+    let built = cx.b.argsort(keys, rank as i64 - 1, descending);
+    let order = cx.ok(built)?;
     let points = along_dim_points(cx, order, rank - 1, n)?;
     let values = gather_points(cx, x, points)?;
     Ok((values, order))

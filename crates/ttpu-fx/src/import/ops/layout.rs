@@ -236,7 +236,7 @@ pub(super) fn slice(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
         // PyTorch's guards that it lies within the dim, as the annotated result type says.
         Val::Sym(expr) if args.opt_int("start")?.unwrap_or(0) >= 0 => {
             let start = args.opt_int("start")?.unwrap_or(0);
-            let limit = cx.dim_of(&expr)?;
+            let limit = cx.dim_of(expr)?;
             let mut limits: Vec<Dim> = cx.shape(x).0.into_vec();
             let mut starts = vec![0; rank];
             let mut strides = vec![1; rank];

@@ -69,7 +69,7 @@ pub(crate) static NOTES: &[(&str, Note)] = &[
         "aten.randperm.default",
         Note::Partial(
             "a uniformly random permutation from the seeded generator (see Random numbers), not PyTorch's \
-             numbers; O(n²) like sort",
+             numbers",
         ),
     ),
     ("aten.uniform.default", Note::Partial(RANDOM)),
@@ -83,24 +83,6 @@ pub(crate) static NOTES: &[(&str, Note)] = &[
     (
         "aten.grid_sampler_2d.default",
         Note::Partial("bicubic interpolation (mode 2) is refused; bilinear and nearest are exact"),
-    ),
-    (
-        "aten.sort.default",
-        Note::Partial(
-            "exact and stable, but O(n²): every element is compared with every other one along the sorted dim \
-             (the IR has no sort op), so long dims (a vocabulary) are too large",
-        ),
-    ),
-    (
-        "aten.sort.stable",
-        Note::Partial(
-            "exact and stable, but O(n²): every element is compared with every other one along the sorted dim \
-             (the IR has no sort op), so long dims (a vocabulary) are too large",
-        ),
-    ),
-    (
-        "aten.topk.default",
-        Note::Partial("exact, but built on the O(n²) sort, so k over long dims (a vocabulary) is too large"),
     ),
 ];
 

@@ -13,15 +13,13 @@
 //! - normal: Box–Muller, `sqrt(-2 ln(1 - u1)) * cos(2π u2)`, in `f32` (`f64` for `f64`);
 //! - integers in `[low, high)`: a word modulo `high - low`, plus `low` (the bias is below
 //!   `(high - low) / 2^64`);
-//! - `randperm(n)`: the rank of each of `n` random words among the others (ties broken by
-//!   position), which is a uniformly random permutation; `O(n²)` like `sort`;
+//! - `randperm(n)`: the order that sorts `n` random words (`argsort`), a uniformly random
+//!   permutation;
 //! - Bernoulli and dropout: `u < p`.
 //!
 //! Shapes must be static: a random draw's size is part of the compiled program.
 
-use ttpu_ir::{
-    BinaryOp, CompareDirection, DType, Literal, ReduceKind, RngAlgorithm, Scalar, Shape, TensorType, UnaryOp, ValueId,
-};
+use ttpu_ir::{BinaryOp, CompareDirection, DType, Literal, RngAlgorithm, Scalar, Shape, TensorType, UnaryOp, ValueId};
 
 use super::elementwise::tensor;
 use crate::error::Result;
@@ -173,23 +171,11 @@ pub(super) fn randperm(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     if dtype.is_bool() {
         return Err(cx.bad("randperm cannot produce bool tensors"));
     }
+    // The order that sorts `n` random words is a uniformly random permutation.
     let keys = bits(cx, &Shape::from_static(&[n]))?;
-    // pair[i, j]: key i against key j; element i goes to the number of keys before it.
-    let pair = Shape::from_static(&[n, n]);
-    let mine = cx.broadcast_in_dim(keys, &[0], pair.clone())?;
-    let others = cx.broadcast_in_dim(keys, &[1], pair.clone())?;
-    let smaller = cx.compare(CompareDirection::Lt, others, mine)?;
-    let equal = cx.compare(CompareDirection::Eq, others, mine)?;
-    let i = cx.b.iota(TensorType::new(DType::I64, pair.clone()), 0);
-    let i = cx.ok(i)?;
-    let j = cx.b.iota(TensorType::new(DType::I64, pair), 1);
-    let j = cx.ok(j)?;
-    let earlier = cx.compare(CompareDirection::Lt, j, i)?;
-    let tie = cx.binary(BinaryOp::And, equal, earlier)?;
-    let before = cx.binary(BinaryOp::Or, smaller, tie)?;
-    let before = cx.convert(before, DType::I64)?;
-    let rank = cx.reduce(before, ReduceKind::Sum, &[1])?;
-    tensor(cx.convert(rank, dtype)?)
+    let built = cx.b.argsort(keys, 0, false);
+    let order = cx.ok(built)?;
+    tensor(cx.convert(order, dtype)?)
 }
 
 /// `uniform(self, from, to)`: `self`'s shape and dtype, uniform in `[from, to)`.
