@@ -550,9 +550,10 @@ pub(super) fn topk(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
 }
 
 /// `grid_sampler_2d(input, grid, interpolation_mode, padding_mode, align_corners)` for bilinear
-/// (0) and nearest (1) interpolation with zeros (0), border (1) and reflection (2) padding: the
-/// grid's coordinates mapped to pixels as PyTorch's `grid_sampler_compute_source_index` does, and
-/// each corner gathered at run time (out-of-range corners contribute zero).
+/// (0), nearest (1) and bicubic (2) interpolation with zeros (0), border (1) and reflection (2)
+/// padding: the grid's coordinates mapped to pixels as PyTorch's `grid_sampler_compute_source_index`
+/// does (bicubic pads each tap instead), and each tap gathered at run time (out-of-range taps
+/// contribute zero).
 pub(super) fn grid_sampler_2d(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let x = args.tensor("input")?;
     let grid = args.tensor("grid")?;
@@ -565,7 +566,7 @@ pub(super) fn grid_sampler_2d(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> 
     if sizes.len() != 4 || grid_sizes.len() != 4 || grid_sizes[3] != 2 || !dtype.is_float() {
         return Err(cx.bad(format!("cannot sample {} at {}", cx.ty(x), cx.ty(grid))));
     }
-    if !(0..=1).contains(&mode) || !(0..=2).contains(&padding) {
+    if !(0..=2).contains(&mode) || !(0..=2).contains(&padding) {
         return Err(cx.bad(format!("interpolation mode {mode} / padding mode {padding} is not supported")));
     }
     let (n, c, h, w) = (sizes[0], sizes[1], sizes[2], sizes[3]);
@@ -577,7 +578,9 @@ pub(super) fn grid_sampler_2d(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> 
     for (component, size) in [(0, w), (1, h)] {
         let part = cx.slice_dim(grid, 3, component, component + 1, 1)?;
         let part = cx.reshape(part, plane.clone())?;
-        coords.push(source_index(cx, part, size, padding, align)?);
+        // Bicubic pads each of its 16 taps instead of the sampling point.
+        let pixel = unnormalize(cx, part, size, align)?;
+        coords.push(if mode == 2 { pixel } else { pad_coordinate(cx, pixel, size, padding, align)? });
     }
     let (ix, iy) = (coords[0], coords[1]);
     let front = cx.transpose(x, &[0, 2, 3, 1])?; // [N, H, W, C]
@@ -617,6 +620,35 @@ pub(super) fn grid_sampler_2d(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> 
         let rx = cx.unary(ttpu_ir::UnaryOp::RoundNearestEven, ix)?;
         let ry = cx.unary(ttpu_ir::UnaryOp::RoundNearestEven, iy)?;
         corner(cx, rx, ry, None)?
+    } else if mode == 2 {
+        // PyTorch's bicubic: the 4x4 taps around floor(pixel), each padded like a coordinate
+        // (and dropped outside the image for zeros padding), weighted by the cubic convolution
+        // coefficients of the fractional offsets (A = -0.75).
+        let x0 = cx.unary(ttpu_ir::UnaryOp::Floor, ix)?;
+        let y0 = cx.unary(ttpu_ir::UnaryOp::Floor, iy)?;
+        let tx = cx.binary(BinaryOp::Subtract, ix, x0)?;
+        let ty = cx.binary(BinaryOp::Subtract, iy, y0)?;
+        let (wx, wy) = (cubic_coefficients(cx, tx)?, cubic_coefficients(cx, ty)?);
+        let mut taps_x = Vec::with_capacity(4);
+        let mut taps_y = Vec::with_capacity(4);
+        for offset in -1..=2 {
+            let px = cx.binary_scalar(BinaryOp::Add, x0, Scalar::Int(offset))?;
+            taps_x.push(pad_coordinate(cx, px, w, padding, align)?);
+            let py = cx.binary_scalar(BinaryOp::Add, y0, Scalar::Int(offset))?;
+            taps_y.push(pad_coordinate(cx, py, h, padding, align)?);
+        }
+        let mut total = None;
+        for (py, wy) in taps_y.iter().zip(&wy) {
+            for (px, wx) in taps_x.iter().zip(&wx) {
+                let weight = cx.binary(BinaryOp::Multiply, *wx, *wy)?;
+                let term = corner(cx, *px, *py, Some(weight))?;
+                total = Some(match total {
+                    None => term,
+                    Some(acc) => cx.binary(BinaryOp::Add, acc, term)?,
+                });
+            }
+        }
+        total.expect("sixteen taps")
     } else {
         let x0 = cx.unary(ttpu_ir::UnaryOp::Floor, ix)?;
         let y0 = cx.unary(ttpu_ir::UnaryOp::Floor, iy)?;
@@ -643,18 +675,51 @@ pub(super) fn grid_sampler_2d(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> 
     tensor(cx.convert(out, dtype)?)
 }
 
-/// PyTorch's `grid_sampler_compute_source_index`: a normalised coordinate in `[-1, 1]` to a pixel
-/// coordinate, then clipped (border) or reflected and clipped (reflection).
-fn source_index(cx: &mut Cx<'_>, coord: ValueId, size: i64, padding: i64, align: bool) -> Result<ValueId> {
+/// PyTorch's `grid_sampler_unnormalize`: a normalised coordinate in `[-1, 1]` to a pixel one.
+fn unnormalize(cx: &mut Cx<'_>, coord: ValueId, size: i64, align: bool) -> Result<ValueId> {
     let plus_one = cx.binary_scalar(BinaryOp::Add, coord, Scalar::Int(1))?;
-    let mut pixel = if align {
+    if align {
         let half = cx.binary_scalar(BinaryOp::Divide, plus_one, Scalar::Int(2))?;
-        cx.binary_scalar(BinaryOp::Multiply, half, Scalar::Int(size - 1))?
+        cx.binary_scalar(BinaryOp::Multiply, half, Scalar::Int(size - 1))
     } else {
         let scaled = cx.binary_scalar(BinaryOp::Multiply, plus_one, Scalar::Int(size))?;
         let shifted = cx.binary_scalar(BinaryOp::Subtract, scaled, Scalar::Int(1))?;
-        cx.binary_scalar(BinaryOp::Divide, shifted, Scalar::Int(2))?
+        cx.binary_scalar(BinaryOp::Divide, shifted, Scalar::Int(2))
+    }
+}
+
+/// The weights of the four taps at offsets -1, 0, 1, 2 for a fractional offset `t`: PyTorch's
+/// `get_cubic_upsample_coefficients` with `A = -0.75`.
+fn cubic_coefficients(cx: &mut Cx<'_>, t: ValueId) -> Result<[ValueId; 4]> {
+    const A: f64 = -0.75;
+    // Near taps (|x| <= 1): ((A + 2) x - (A + 3)) x^2 + 1.
+    let near = |cx: &mut Cx<'_>, x: ValueId| -> Result<ValueId> {
+        let inner = cx.binary_scalar(BinaryOp::Multiply, x, Scalar::Float(A + 2.0))?;
+        let inner = cx.binary_scalar(BinaryOp::Subtract, inner, Scalar::Float(A + 3.0))?;
+        let inner = cx.binary(BinaryOp::Multiply, inner, x)?;
+        let inner = cx.binary(BinaryOp::Multiply, inner, x)?;
+        cx.binary_scalar(BinaryOp::Add, inner, Scalar::Float(1.0))
     };
+    // Far taps (1 < |x| < 2): ((A x - 5A) x + 8A) x - 4A.
+    let far = |cx: &mut Cx<'_>, x: ValueId| -> Result<ValueId> {
+        let inner = cx.binary_scalar(BinaryOp::Multiply, x, Scalar::Float(A))?;
+        let inner = cx.binary_scalar(BinaryOp::Subtract, inner, Scalar::Float(5.0 * A))?;
+        let inner = cx.binary(BinaryOp::Multiply, inner, x)?;
+        let inner = cx.binary_scalar(BinaryOp::Add, inner, Scalar::Float(8.0 * A))?;
+        let inner = cx.binary(BinaryOp::Multiply, inner, x)?;
+        cx.binary_scalar(BinaryOp::Subtract, inner, Scalar::Float(4.0 * A))
+    };
+    let one_plus_t = cx.binary_scalar(BinaryOp::Add, t, Scalar::Float(1.0))?;
+    let one = cx.splat_like(t, Scalar::Float(1.0))?;
+    let one_minus_t = cx.binary(BinaryOp::Subtract, one, t)?;
+    let two_minus_t = cx.binary_scalar(BinaryOp::Add, one_minus_t, Scalar::Float(1.0))?;
+    Ok([far(cx, one_plus_t)?, near(cx, t)?, near(cx, one_minus_t)?, far(cx, two_minus_t)?])
+}
+
+/// PyTorch's `compute_coordinates`: a pixel coordinate clipped (border) or reflected and clipped
+/// (reflection); zeros padding keeps it.
+fn pad_coordinate(cx: &mut Cx<'_>, pixel: ValueId, size: i64, padding: i64, align: bool) -> Result<ValueId> {
+    let mut pixel = pixel;
     if padding == 2 {
         let (twice_low, twice_high) = if align { (0, 2 * (size - 1)) } else { (-1, 2 * size - 1) };
         pixel = if twice_low == twice_high {

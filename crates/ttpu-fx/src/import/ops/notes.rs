@@ -80,10 +80,6 @@ pub(crate) static NOTES: &[(&str, Note)] = &[
     ("aten.normal.float_float", Note::Partial(RANDOM)),
     ("aten.bernoulli.p", Note::Partial(RANDOM)),
     ("aten.exponential.default", Note::Partial(RANDOM)),
-    (
-        "aten.grid_sampler_2d.default",
-        Note::Partial("bicubic interpolation (mode 2) is refused; bilinear and nearest are exact"),
-    ),
 ];
 
 /// The note on `name`, if any.
