@@ -59,15 +59,23 @@ fn indexing_shapes_follow_pytorch() {
 }
 
 #[test]
-fn boolean_mask_indices_are_refused() {
+fn boolean_mask_indices_take_the_recorded_count_or_are_refused() {
+    // The export records how many elements the mask selected: the result has that size.
+    import(
+        &[("x", "f32[4, 3]"), ("m", "b8[4]")],
+        &[r#"out: "f32[2, 3]" = torch.ops.aten.index.Tensor(x, [m])"#],
+        &["out"],
+    );
+    // A count left symbolic (an unbacked size) cannot be a static size.
     let error = try_import(
         &[("x", "f32[4]"), ("m", "b8[4]")],
-        &[r#"out: "f32[2]" = torch.ops.aten.index.Tensor(x, [m])"#],
+        &[r#"out: "f32[u0]" = torch.ops.aten.index.Tensor(x, [m])"#],
         &["out"],
         &ImportOptions::default(),
     )
     .expect_err("a mask gives a data-dependent shape");
     assert!(matches!(*error, Error::DynamicDims { .. }), "{error}");
+    assert!(error.to_string().contains("data-dependent number of elements"), "{error}");
 }
 
 #[test]

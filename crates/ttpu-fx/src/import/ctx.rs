@@ -92,6 +92,10 @@ pub(crate) struct Cx<'a> {
     pub seed: u64,
     /// Random draws made so far; each gets a generator state of its own.
     pub rng_draws: u64,
+    /// The type the `.fx` text annotates the current node with, when it is a tensor. Only sizes
+    /// the data decides (how many elements a bool mask selects) are read from it; everything
+    /// else is inferred and checked against it.
+    pub annotated: Option<TensorType>,
 }
 
 type Built = std::result::Result<ValueId, InferError>;

@@ -29,6 +29,7 @@ pub(crate) fn import(program: &Program, options: &ImportOptions) -> Result<Modul
             symbol_values: &options.symbol_values,
             seed: options.seed,
             rng_draws: 0,
+            annotated: None,
         },
         program,
         env: HashMap::new(),
@@ -160,6 +161,10 @@ impl Walk<'_> {
             }
             Some(FxType::SymInt(expr)) => Some(Annotated::SymInt(sym::fold(expr, self.cx.symbol_values))),
             Some(FxType::Other(_)) | None => None,
+        };
+        self.cx.annotated = match &annotated {
+            Some(Annotated::Tensor(ty)) => Some(ty.clone()),
+            _ => None,
         };
         let value = match &node.expr {
             Expr::Call { target, args, kwargs, target_span } => self.call(target, args, kwargs, *target_span)?,

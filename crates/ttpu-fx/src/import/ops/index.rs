@@ -274,6 +274,169 @@ fn index_list(cx: &Cx<'_>, args: &Args, rank: usize) -> Result<Vec<(usize, Value
     Ok(res)
 }
 
+/// The one bool (or `u8`) mask among `indices`, with the dim it starts at, when it is the only
+/// tensor index.
+fn single_mask(cx: &Cx<'_>, args: &Args) -> Result<Option<(usize, ValueId)>> {
+    let Val::List(items) = args.get("indices") else { return Ok(None) };
+    let tensors: Vec<(usize, ValueId)> = items
+        .iter()
+        .enumerate()
+        .filter_map(|(dim, item)| match item {
+            Val::Tensor(value) => Some((dim, *value)),
+            _ => None,
+        })
+        .collect();
+    match tensors.as_slice() {
+        [(dim, mask)] if matches!(cx.dtype(*mask), DType::Bool | DType::U8) => Ok(Some((*dim, *mask))),
+        _ => Ok(None),
+    }
+}
+
+/// `x[..., mask, ...] = values` (`+=` with `accumulate`): the mask covers dims `dim..dim + m` of
+/// `x`; PyTorch writes the selected positions in row-major order, so the `k`-th selected position
+/// takes entry `k` of `values` along the selection dim (a running count of the mask finds `k`),
+/// or `values` broadcast when it has one entry there. The shape of `x` never depends on the data.
+fn masked_put(
+    cx: &mut Cx<'_>,
+    x: ValueId,
+    dim: usize,
+    mask: ValueId,
+    values: ValueId,
+    accumulate: bool,
+) -> Result<ValueId> {
+    let dtype = cx.dtype(x);
+    let shape = cx.static_dims(x, "index_put")?;
+    let mask_shape = cx.static_dims(mask, "index_put")?;
+    let m = mask_shape.len();
+    if dim + m > shape.len() || shape[dim..dim + m] != mask_shape[..] {
+        return Err(cx.bad(format!("the mask {} does not match dims {dim}.. of {}", cx.ty(mask), cx.ty(x))));
+    }
+    let mask = if cx.dtype(mask) == DType::Bool {
+        mask
+    } else {
+        let zero = cx.splat_like(mask, Scalar::Int(0))?;
+        cx.compare(CompareDirection::Ne, mask, zero)?
+    };
+    let (pre, post) = (&shape[..dim], &shape[dim + m..]);
+    let positions: i64 = mask_shape.iter().product();
+    // The indexed shape is `pre + [count] + post`; `values` broadcasts to it, so its selection
+    // dim (if it reaches that far) has the count or 1 entries.
+    let values = cx.convert(values, dtype)?;
+    let values_shape = cx.static_dims(values, "index_put")?;
+    let rank = pre.len() + 1 + post.len();
+    if values_shape.len() > rank {
+        return Err(cx.bad(format!("values {} have more dims than the indexed shape", cx.ty(values))));
+    }
+    let mut padded: Vec<i64> = vec![1; rank - values_shape.len()];
+    padded.extend(values_shape.iter().copied());
+    let values = cx.reshape(values, Shape::from_static(&padded))?;
+    let count = padded[pre.len()];
+    let mut full: Vec<i64> = pre.to_vec();
+    full.push(count);
+    full.extend_from_slice(post);
+    let values = cx.broadcast_to(values, &Shape::from_static(&full))?;
+    // Each flat mask position takes the entry at its running count.
+    let flat_mask = cx.reshape(mask, Shape::from_static(&[positions]))?;
+    let ones = cx.convert(flat_mask, DType::I64)?;
+    let window = ttpu_ir::Window {
+        dimensions: smallvec::smallvec![positions.max(1)],
+        strides: smallvec::smallvec![1],
+        base_dilations: smallvec::smallvec![1],
+        window_dilations: smallvec::smallvec![1],
+        padding: smallvec::smallvec![((positions - 1).max(0), 0)],
+    };
+    let built = cx.b.reduce_window(ones, ReduceKind::Sum, window);
+    let running = cx.ok(built)?;
+    let entry = if count == 1 {
+        cx.splat(DType::I64, Scalar::Int(0), &Shape::from_static(&[positions]))?
+    } else {
+        let index = cx.binary_scalar(BinaryOp::Subtract, running, Scalar::Int(1))?;
+        let zero = cx.scalar(DType::I64, Scalar::Int(0));
+        let last = cx.scalar(DType::I64, Scalar::Int(count - 1));
+        let built = cx.b.clamp(zero, index, last);
+        cx.ok(built)?
+    };
+    // Gather along the selection dim: `pre + [positions] + post`, then the mask's own dims.
+    let mut gather_shape: Vec<i64> = pre.to_vec();
+    gather_shape.push(positions);
+    gather_shape.extend_from_slice(post);
+    let gather_shape = Shape::from_static(&gather_shape);
+    let entry = cx.broadcast_in_dim(entry, &[pre.len() as i64], gather_shape)?;
+    let points = along_dim_points(cx, entry, pre.len(), count)?;
+    let taken = gather_points(cx, values, points)?;
+    let taken = cx.reshape(taken, Shape::from_static(&shape))?;
+    let mask_dims: Vec<i64> = (dim..dim + m).map(|d| d as i64).collect();
+    let wide_mask = cx.broadcast_in_dim(mask, &mask_dims, Shape::from_static(&shape))?;
+    if accumulate {
+        let zero = cx.splat(dtype, Scalar::Int(0), &Shape::from_static(&shape))?;
+        let added = cx.select(wide_mask, taken, zero)?;
+        let op = if dtype.is_bool() { BinaryOp::Or } else { BinaryOp::Add };
+        return cx.binary(op, x, added);
+    }
+    cx.select(wide_mask, taken, x)
+}
+
+/// `x[..., mask, ...]`: the selected positions of the mask's dims in row-major order. How many
+/// there are depends on the data; `torch.export` records the count it traced with (and asserts it
+/// in the graph), so the count is read from the node's annotated type, and the program is exact
+/// for inputs with that count, as the exported program itself requires.
+fn masked_index(cx: &mut Cx<'_>, x: ValueId, dim: usize, mask: ValueId) -> Result<ValueId> {
+    let shape = cx.static_dims(x, "indexing with a mask")?;
+    let mask_shape = cx.static_dims(mask, "indexing with a mask")?;
+    let m = mask_shape.len();
+    if dim + m > shape.len() || shape[dim..dim + m] != mask_shape[..] {
+        return Err(cx.bad(format!("the mask {} does not match dims {dim}.. of {}", cx.ty(mask), cx.ty(x))));
+    }
+    let count = match cx.annotated.as_ref().and_then(|ty| ty.shape.dims().get(dim)).and_then(ttpu_ir::Dim::as_static) {
+        Some(count) => count,
+        None => {
+            return Err(cx.site.dynamic(
+                "indexing with a bool mask selects a data-dependent number of elements, and the export did not \
+                 record it as a size",
+            ));
+        }
+    };
+    let mask = if cx.dtype(mask) == DType::Bool {
+        mask
+    } else {
+        let zero = cx.splat_like(mask, Scalar::Int(0))?;
+        cx.compare(CompareDirection::Ne, mask, zero)?
+    };
+    let (pre, post) = (&shape[..dim], &shape[dim + m..]);
+    let positions: i64 = mask_shape.iter().product();
+    // Selected position `p` goes to slot `running(p) - 1`; the others to `count`, out of range,
+    // which the scatter drops.
+    let flat_mask = cx.reshape(mask, Shape::from_static(&[positions]))?;
+    let ones = cx.convert(flat_mask, DType::I64)?;
+    let window = ttpu_ir::Window {
+        dimensions: smallvec::smallvec![positions.max(1)],
+        strides: smallvec::smallvec![1],
+        base_dilations: smallvec::smallvec![1],
+        window_dilations: smallvec::smallvec![1],
+        padding: smallvec::smallvec![((positions - 1).max(0), 0)],
+    };
+    let built = cx.b.reduce_window(ones, ReduceKind::Sum, window);
+    let running = cx.ok(built)?;
+    let slot = cx.binary_scalar(BinaryOp::Subtract, running, Scalar::Int(1))?;
+    let nowhere = cx.splat(DType::I64, Scalar::Int(count), &Shape::from_static(&[positions]))?;
+    let slot = cx.select(flat_mask, slot, nowhere)?;
+    let slot = cx.reshape(slot, Shape::from_static(&[positions, 1]))?;
+    let flat_positions = iota(cx, &Shape::from_static(&[positions]), 0)?;
+    let empty = cx.splat(DType::I64, Scalar::Int(0), &Shape::from_static(&[count]))?;
+    let chosen = scatter_points(cx, empty, slot, flat_positions, ScatterKind::Replace)?;
+    // Take those positions along the flattened mask dims.
+    let mut flat: Vec<i64> = pre.to_vec();
+    flat.push(positions);
+    flat.extend_from_slice(post);
+    let flat_x = cx.reshape(x, Shape::from_static(&flat))?;
+    let mut out: Vec<i64> = pre.to_vec();
+    out.push(count);
+    out.extend_from_slice(post);
+    let chosen = cx.broadcast_in_dim(chosen, &[pre.len() as i64], Shape::from_static(&out))?;
+    let points = along_dim_points(cx, chosen, pre.len(), positions)?;
+    gather_points(cx, flat_x, points)
+}
+
 /// The layout of an advanced-indexing result.
 struct Advanced {
     /// `x` with the indexed dims moved to the front, in order.
@@ -320,6 +483,9 @@ fn batch_to_position(rank: usize, batch: usize, position: usize) -> Vec<i64> {
 /// together) and `None` for untouched dims.
 pub(super) fn index(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let x = args.tensor("self")?;
+    if let Some((dim, mask)) = single_mask(cx, args)? {
+        return tensor(masked_index(cx, x, dim, mask)?);
+    }
     let indices = index_list(cx, args, cx.rank(x))?;
     let adv = advanced(cx, x, &indices)?;
     let gathered = gather_points(cx, adv.front, adv.points)?;
@@ -331,6 +497,9 @@ pub(super) fn index(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
 /// broadcast to the shape `self[indices]` has.
 pub(super) fn index_put(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let x = args.tensor("self")?;
+    if let Some((dim, mask)) = single_mask(cx, args)? {
+        return tensor(masked_put(cx, x, dim, mask, args.tensor("values")?, args.bool_or("accumulate", false)?)?);
+    }
     let indices = index_list(cx, args, cx.rank(x))?;
     let accumulate = args.bool_or("accumulate", false)?;
     let dtype = cx.dtype(x);

@@ -37,11 +37,11 @@ pub(crate) static NOTES: &[(&str, Note)] = &[
     ),
     (
         "aten.index.Tensor",
-        Note::Partial("bool and uint8 mask indices are refused: their result shape depends on the data"),
-    ),
-    (
-        "aten.index_put.default",
-        Note::Partial("bool and uint8 mask indices are refused: the indexed shape depends on the data"),
+        Note::Partial(
+            "a bool or uint8 mask selects as many elements as the export recorded in the node's type (the \
+             exported graph asserts that count at run time; ttpu trusts it); a count the export left \
+             symbolic is refused",
+        ),
     ),
     (
         "aten.native_dropout.default",
