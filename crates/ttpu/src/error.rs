@@ -78,6 +78,22 @@ pub enum Error {
         /// The type given.
         found: String,
     },
+    /// An input dim computed from symbols (`2*s0`) does not have the size they give it.
+    #[error("`{key}` dim {axis} has size {size}, but `{dim}` is {expected} with {bindings}")]
+    ComputedSize {
+        /// The input's key.
+        key: String,
+        /// The dim.
+        axis: usize,
+        /// Its size in the given tensor.
+        size: i64,
+        /// The size expression, like `2*s0`.
+        dim: String,
+        /// What the bound symbols make it.
+        expected: i64,
+        /// The bindings, like `s0 = 3`.
+        bindings: String,
+    },
     /// A symbolic dim got a size outside its range, or two inputs disagree on it.
     #[error("symbol `{symbol}` (range {range}): {message}")]
     SymbolSize {

@@ -349,5 +349,26 @@ fn bind_symbols(module: &Module, arguments: &[&HostTensor]) -> Result<IndexMap<S
             bound.insert(name.to_string(), (size, here));
         }
     }
-    Ok(bound.into_iter().map(|(name, (size, _))| (name, size)).collect())
+    let values: IndexMap<String, i64> = bound.into_iter().map(|(name, (size, _))| (name, size)).collect();
+    // A compound dim (`2*s0`) must equal what its symbols say.
+    for (input, tensor) in module.signature.inputs.iter().zip(arguments) {
+        for (axis, (dim, &size)) in input.ty.shape.dims().iter().zip(&tensor.shape).enumerate() {
+            let Dim::Expr(expr) = dim else { continue };
+            if let Some(expected) = expr.eval(&values)
+                && expected != size
+            {
+                let bindings: Vec<String> =
+                    expr.symbols().iter().map(|name| format!("{name} = {}", values[name.as_ref()])).collect();
+                return Err(Error::ComputedSize {
+                    key: input.key.clone(),
+                    axis,
+                    size,
+                    dim: dim.to_string(),
+                    expected,
+                    bindings: bindings.join(", "),
+                });
+            }
+        }
+    }
+    Ok(values)
 }

@@ -77,3 +77,33 @@ fn size_outside_a_symbols_range_names_symbol_range_and_input() {
     inputs.insert("x".into(), zeros(DType::F32, &[3, 15]));
     assert_eq!(run_error(&model, &weights, &inputs), "input `x`: expected f32[s77, 16], found f32[3, 15]");
 }
+
+#[test]
+fn an_input_dim_computed_from_symbols_must_have_their_size() {
+    // `y` is twice as long as `x`: its dim is the compound `2*s0`.
+    let source = r#"ExportedProgram:
+    class GraphModule(torch.nn.Module):
+        def forward(self, x: "f32[s0]", y: "f32[2*s0]"):
+            cat: "f32[3*s0]" = torch.ops.aten.cat.default([x, y]);  x = y = None
+            return (cat,)
+
+Graph signature:
+    # inputs
+    x: USER_INPUT
+    y: USER_INPUT
+
+    # outputs
+    cat: USER_OUTPUT
+
+Range constraints: {s0: VR[2, 64]}
+"#;
+    let session = common::session();
+    let model = session.load_model(source, "inline.fx").expect("the model loads");
+    let mut inputs = TensorMap::new();
+    inputs.insert("x".into(), zeros(DType::F32, &[3]));
+    inputs.insert("y".into(), zeros(DType::F32, &[6]));
+    let outputs = session.run(&model, &TensorMap::new(), &inputs).expect("runs");
+    assert_eq!(outputs["output_0"].shape, [9]);
+    inputs.insert("y".into(), zeros(DType::F32, &[5]));
+    assert_eq!(run_error(&model, &TensorMap::new(), &inputs), "`y` dim 0 has size 5, but `2*s0` is 6 with s0 = 3");
+}
