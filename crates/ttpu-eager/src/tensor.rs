@@ -32,7 +32,7 @@ pub struct Tensor {
 pub(crate) struct TensorNode {
     pub(crate) device: Device,
     /// Shared with the operand of the same type where there is one (most elementwise results):
-    /// it keeps the node small enough for the allocator's fast bins and saves a copy per op.
+    /// recording then copies no type, and the node stays a small allocation.
     pub(crate) ty: Arc<TensorType>,
     pub(crate) data: Mutex<Data>,
 }
