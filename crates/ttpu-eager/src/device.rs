@@ -191,6 +191,22 @@ impl Device {
         })
     }
 
+    /// The PJRT client, for transfers of callers that run executables from
+    /// [`Device::executable_of`].
+    pub fn client(&self) -> &Client {
+        &self.inner.client
+    }
+
+    /// The executable of a static `graph` through this device's compile cache (memory, then the
+    /// disk cache, then a PJRT compile): the cache the eager path uses, keyed by the graph's
+    /// structure and concrete shapes, so a driver session built on this device and the lazy
+    /// tensors share compiles and counters. The graph is lowered as given (the caller chose its
+    /// optimizations); recorded graphs are fused with the exact rules first, which is bit-exact,
+    /// so one structure gives the same results whichever path compiled it.
+    pub fn executable_of(&self, graph: &Graph) -> Result<Arc<ttpu_pjrt::LoadedExecutable>> {
+        self.compiled(graph, StructureHasher::of(graph), false)
+    }
+
     /// The execution mode.
     pub fn mode(&self) -> Result<Mode> {
         Ok(self.state()?.mode)
@@ -407,6 +423,11 @@ impl Device {
 
     /// The executable of `graph`: from memory, from disk, or compiled now.
     fn executable(&self, graph: &Graph, hash: u64) -> Result<Arc<ttpu_pjrt::LoadedExecutable>> {
+        self.compiled(graph, hash, true)
+    }
+
+    /// [`Device::executable`], fusing on a miss only when `fuse` says so.
+    fn compiled(&self, graph: &Graph, hash: u64, fuse: bool) -> Result<Arc<ttpu_pjrt::LoadedExecutable>> {
         let counters = &self.inner.counters;
         let mut cache = self.inner.cache.lock()?;
         if let Some(executable) = cache.get(hash, graph) {
@@ -422,7 +443,7 @@ impl Device {
             cache.insert(hash, graph.clone(), Arc::clone(&executable));
             return Ok(executable);
         }
-        let mlir = ttpu_stablehlo::lower(&fused(graph))?;
+        let mlir = if fuse { ttpu_stablehlo::lower(&fused(graph))? } else { ttpu_stablehlo::lower(graph)? };
         let executable = client.compile(&mlir)?;
         counters.compiles.fetch_add(1, Ordering::Relaxed);
         if let Some((disk, key)) = cache.disk().zip(key.as_deref()) {

@@ -19,6 +19,9 @@ pub enum Error {
     /// The PJRT plugin reported an error (its message is passed through).
     #[error(transparent)]
     Runtime(#[from] ttpu_pjrt::Error),
+    /// The device failed otherwise (its lowering and PJRT errors become `Lower` and `Runtime`).
+    #[error(transparent)]
+    Device(Box<ttpu_eager::Error>),
     /// A pass produced an invalid graph: a bug in ttpu, not in the model.
     #[error("internal error (a ttpu bug) after pass `{pass}`: {errors}")]
     Internal {
@@ -122,3 +125,14 @@ impl From<ttpu_fx::Error> for Error {
 
 /// Result of the driver.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl From<ttpu_eager::Error> for Error {
+    /// Keeps plugin and lowering errors in their own variants whichever path met them.
+    fn from(error: ttpu_eager::Error) -> Error {
+        match error {
+            ttpu_eager::Error::Pjrt(error) => Error::Runtime(error),
+            ttpu_eager::Error::Lower(error) => Error::Lower(error),
+            other => Error::Device(Box::new(other)),
+        }
+    }
+}

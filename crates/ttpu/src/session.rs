@@ -1,17 +1,20 @@
-//! `Session`: a PJRT client plus a compile cache; runs models on named host tensors.
+//! `Session`: runs models on named host tensors on a [`ttpu_eager::Device`].
 //!
 //! A [`Model`] is parsed and imported once with its symbolic dims. Each run binds the symbols
 //! from the input shapes (checking ranges and agreement between inputs), rounds each symbol that
 //! padding cannot affect up to its bucket ([`Bucketing`]), pads the inputs, runs the
-//! specialisation for those sizes (compiled once, then cached) and slices the outputs back.
+//! specialisation for those sizes (imported once per model and size) and slices the outputs back.
+//! Executables come from the device's compile cache, keyed by graph structure and concrete
+//! shapes: sessions on one device, and the device's lazy tensors, share compiles.
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use indexmap::IndexMap;
+use ttpu_eager::Device;
 use ttpu_fx::{InputRole, ModelSignature, Module};
 use ttpu_ir::{Dim, PaddingVerdict, PaddingVerdicts};
-use ttpu_pjrt::{Client, LoadedExecutable, Plugin};
+use ttpu_pjrt::{Client, LoadedExecutable};
 
 use crate::tensor::{HostTensor, TensorMap, describe, element_type, fits, from_host_buffer};
 use crate::{CompileOptions, Compiler, Error, Result};
@@ -55,7 +58,7 @@ impl Bucketing {
 
 struct Specialisation {
     module: Module,
-    executable: LoadedExecutable,
+    executable: Arc<LoadedExecutable>,
 }
 
 impl Model {
@@ -82,7 +85,7 @@ impl Model {
 
 /// A device (through a PJRT plugin) and the compiler feeding it.
 pub struct Session {
-    client: Client,
+    device: Device,
     compiler: Compiler,
     bucketing: Bucketing,
     options: CompileOptions,
@@ -91,15 +94,25 @@ pub struct Session {
 impl Session {
     /// A session on the plugin at `path`.
     pub fn new(plugin_path: &Path) -> Result<Session> {
-        let plugin = Plugin::load(plugin_path)?;
-        let client = Client::new(&plugin)?;
-        tracing::debug!(platform = %client.platform_name().unwrap_or_default(), "pjrt client ready");
-        Ok(Session {
-            client,
+        let device = Device::from_plugin(plugin_path)?;
+        tracing::debug!(platform = %device.client().platform_name().unwrap_or_default(), "pjrt client ready");
+        Ok(Session::with_device(device))
+    }
+
+    /// A session on `device`, sharing its compile cache (and counters) with its lazy tensors and
+    /// with other sessions on it.
+    pub fn with_device(device: Device) -> Session {
+        Session {
+            device,
             compiler: Compiler::new(),
             bucketing: Bucketing::default(),
             options: CompileOptions::default(),
-        })
+        }
+    }
+
+    /// The device models run on.
+    pub fn device(&self) -> &Device {
+        &self.device
     }
 
     /// A session on the plugin named by `--plugin`, else `$TTPU_PJRT_PLUGIN`, else the one
@@ -124,7 +137,7 @@ impl Session {
 
     /// The PJRT client.
     pub fn client(&self) -> &Client {
-        &self.client
+        self.device.client()
     }
 
     /// Parses and imports a model; nothing is compiled until it runs.
@@ -169,7 +182,9 @@ impl Session {
             .collect();
         let buffers = padded
             .iter()
-            .map(|tensor| self.client.buffer_from_host(&tensor.data, element_type(tensor.dtype), &tensor.shape))
+            .map(|tensor| {
+                self.device.client().buffer_from_host(&tensor.data, element_type(tensor.dtype), &tensor.shape)
+            })
             .collect::<Result<Vec<_>, _>>()?;
         let buffer_refs: Vec<_> = buffers.iter().collect();
         let results = {
@@ -203,10 +218,9 @@ impl Session {
         } else {
             self.compiler.import_program(&model.program, &CompileOptions { symbol_values, ..self.options.clone() })?
         };
-        let stablehlo = self.compiler.lower(&module)?;
         let executable = {
             let _span = tracing::info_span!("pjrt_compile").entered();
-            self.client.compile(&stablehlo)?
+            self.device.executable_of(&module.graph)?
         };
         let specialisation = Arc::new(Specialisation { module, executable });
         cache.insert(cache_key, specialisation.clone());

@@ -195,3 +195,24 @@ fn a_sequence_model_compiles_exactly_per_size_and_each_size_is_right() {
         pairs.iter().copied().chain(full_batch.keys().map(|&length| (16, length))).collect();
     assert_eq!(model.compile_count(), distinct.len(), "one compile per distinct size, none per repeat");
 }
+
+#[test]
+fn sessions_on_one_device_share_its_shape_keyed_compile_cache() {
+    let folder = common::fixtures_dir().join("mlp_dynamic");
+    let source = std::fs::read_to_string(folder.join("model.fx")).expect("model.fx is readable");
+    let weights = read_safetensors(&folder.join("weights.safetensors")).expect("weights read");
+    let device = ttpu_eager::Device::cpu().expect("the CPU plugin");
+    let sessions = [ttpu::Session::with_device(device.clone()), ttpu::Session::with_device(device.clone())];
+    let mut outputs = Vec::new();
+    for session in &sessions {
+        let model = session.load_model(&source, "fixtures/mlp_dynamic/model.fx").expect("the model loads");
+        outputs.push(session.run(&model, &weights, &batch_input(5)).expect("runs"));
+    }
+    // The second session's specialisation has the same structure and shapes: a cache hit.
+    let counters = device.counters();
+    assert_eq!((counters.compiles, counters.cache_hits), (1, 1), "{counters:?}");
+    assert_eq!(outputs[0]["output_0"], outputs[1]["output_0"]);
+    // Another bucket is another shape, hence another compile.
+    sessions[0].run(&sessions[0].load_model(&source, "m.fx").expect("loads"), &weights, &batch_input(9)).expect("runs");
+    assert_eq!(device.counters().compiles, 2);
+}
