@@ -102,18 +102,23 @@ fn mixing_reason(graph: &Graph, node: &Node, symbol: &str) -> Option<String> {
         // The size itself is data: padding would change it.
         Op::DimSize(dimension) | Op::ArgSort { dimension, .. } => operand_dims[0].contains(dimension),
     };
-    mixes.then(|| format!("{} mixes positions along `{symbol}`", at_node()))
+    mixes.then(|| match node.op {
+        Op::DimSize(_) => format!("{} reads the size `{symbol}`, which padding would change", at_node()),
+        _ => format!("{} mixes positions along `{symbol}`", at_node()),
+    })
 }
 
 /// Whether a reshape keeps the symbol's dim as a block of its own: the dims before it multiply to
 /// the same size on both sides, as do the dims after it, so each position along the symbol maps
 /// to itself however large the symbol is.
 fn block_preserving(from: &TensorType, to: &TensorType, symbol: &str) -> bool {
-    let split = |ty: &TensorType| -> Option<(i64, i64)> {
+    // Products as sizes, so other symbols on either side compare as polynomials (`[s0, s1]` to
+    // `[s0, s1, 1]` keeps `s0` a block).
+    let split = |ty: &TensorType| -> Option<(Dim, Dim)> {
         let dims = dims_with(ty, symbol);
         let [index] = dims.as_slice() else { return None };
         let index = *index as usize;
-        let product = |dims: &[Dim]| dims.iter().try_fold(1i64, |acc, dim| dim.as_static().map(|size| acc * size));
+        let product = |dims: &[Dim]| dims.iter().try_fold(Dim::Static(1), |acc, dim| acc.checked_mul(dim));
         Some((product(&ty.shape.dims()[..index])?, product(&ty.shape.dims()[index + 1..])?))
     };
     matches!((split(from), split(to)), (Some(lhs), Some(rhs)) if lhs == rhs)

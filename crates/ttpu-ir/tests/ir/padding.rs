@@ -72,3 +72,59 @@ graph @main(%0: f32[2, s, 3] \"a\") -> (f32[s, 6]) {
         [("s".to_owned(), PaddingVerdict::Exact("`reshape` at node `view` mixes positions along `s`".into()))]
     );
 }
+
+#[test]
+fn other_symbols_beside_a_block_keep_it_and_computed_sizes_or_read_sizes_do_not() {
+    // `[b, s] -> [b, s, 1]` keeps `b` a block (the products beside it are equal as sizes), and no
+    // op mixes along it; `s` is reduced over.
+    let keepdim = "symbol b in [1, 8]
+symbol s in [2, 64]
+graph @main(%0: f32[b, s] \"x\") -> (f32[b, s, 1], f32[b]) {
+  %1: f32[b, s, 1] = reshape(%0)  # keep
+  %2: f32[b] = reduce(%0) {kind = sum, dimensions = [1]}  # sum
+  return %1, %2
+}
+";
+    assert_eq!(
+        verdicts(keepdim),
+        [
+            ("b".to_owned(), PaddingVerdict::Pad),
+            ("s".to_owned(), PaddingVerdict::Exact("`reduce` at node `sum` mixes positions along `s`".into())),
+        ]
+    );
+    // Merging `b` and `s` into one dim, or reading `b` as a value, ties results to the true size.
+    let merged = "symbol b in [1, 8]
+symbol s in [2, 64]
+graph @main(%0: f32[b, s] \"x\") -> (f32[b*s], i64[]) {
+  %1: f32[b*s] = reshape(%0)  # flat
+  %2: i64[] = dim_size(%0) {dimension = 0}  # size
+  return %1, %2
+}
+";
+    assert_eq!(
+        verdicts(merged),
+        [
+            (
+                "b".to_owned(),
+                PaddingVerdict::Exact("`reshape` at node `flat` has the size `b*s`, computed from `b`".into())
+            ),
+            (
+                "s".to_owned(),
+                PaddingVerdict::Exact("`reshape` at node `flat` has the size `b*s`, computed from `s`".into())
+            ),
+        ]
+    );
+    let read = "symbol b in [1, 8]
+graph @main(%0: f32[b, 4] \"x\") -> (i64[]) {
+  %1: i64[] = dim_size(%0) {dimension = 0}  # size
+  return %1
+}
+";
+    assert_eq!(
+        verdicts(read),
+        [(
+            "b".to_owned(),
+            PaddingVerdict::Exact("`dim_size` at node `size` reads the size `b`, which padding would change".into())
+        )]
+    );
+}
