@@ -292,6 +292,31 @@ fn single_mask(cx: &Cx<'_>, args: &Args) -> Result<Option<(usize, ValueId)>> {
     }
 }
 
+/// A `u8` mask as the bool mask PyTorch reads it as.
+fn as_bool_mask(cx: &mut Cx<'_>, mask: ValueId) -> Result<ValueId> {
+    if cx.dtype(mask) == DType::Bool {
+        return Ok(mask);
+    }
+    let zero = cx.splat_like(mask, Scalar::Int(0))?;
+    cx.compare(CompareDirection::Ne, mask, zero)
+}
+
+/// The mask flattened to `[positions]`, and how many positions up to and including each one are
+/// selected (an inclusive running count, as an `i64` window sum over all earlier positions).
+fn running_count(cx: &mut Cx<'_>, mask: ValueId, positions: i64) -> Result<(ValueId, ValueId)> {
+    let flat_mask = cx.reshape(mask, Shape::from_static(&[positions]))?;
+    let ones = cx.convert(flat_mask, DType::I64)?;
+    let window = ttpu_ir::Window {
+        dimensions: smallvec::smallvec![positions.max(1)],
+        strides: smallvec::smallvec![1],
+        base_dilations: smallvec::smallvec![1],
+        window_dilations: smallvec::smallvec![1],
+        padding: smallvec::smallvec![((positions - 1).max(0), 0)],
+    };
+    let built = cx.b.reduce_window(ones, ReduceKind::Sum, window);
+    Ok((flat_mask, cx.ok(built)?))
+}
+
 /// `x[..., mask, ...] = values` (`+=` with `accumulate`): the mask covers dims `dim..dim + m` of
 /// `x`; PyTorch writes the selected positions in row-major order, so the `k`-th selected position
 /// takes entry `k` of `values` along the selection dim (a running count of the mask finds `k`),
@@ -311,12 +336,7 @@ fn masked_put(
     if dim + m > shape.len() || shape[dim..dim + m] != mask_shape[..] {
         return Err(cx.bad(format!("the mask {} does not match dims {dim}.. of {}", cx.ty(mask), cx.ty(x))));
     }
-    let mask = if cx.dtype(mask) == DType::Bool {
-        mask
-    } else {
-        let zero = cx.splat_like(mask, Scalar::Int(0))?;
-        cx.compare(CompareDirection::Ne, mask, zero)?
-    };
+    let mask = as_bool_mask(cx, mask)?;
     let (pre, post) = (&shape[..dim], &shape[dim + m..]);
     let positions: i64 = mask_shape.iter().product();
     // The indexed shape is `pre + [count] + post`; `values` broadcasts to it, so its selection
@@ -336,17 +356,7 @@ fn masked_put(
     full.extend_from_slice(post);
     let values = cx.broadcast_to(values, &Shape::from_static(&full))?;
     // Each flat mask position takes the entry at its running count.
-    let flat_mask = cx.reshape(mask, Shape::from_static(&[positions]))?;
-    let ones = cx.convert(flat_mask, DType::I64)?;
-    let window = ttpu_ir::Window {
-        dimensions: smallvec::smallvec![positions.max(1)],
-        strides: smallvec::smallvec![1],
-        base_dilations: smallvec::smallvec![1],
-        window_dilations: smallvec::smallvec![1],
-        padding: smallvec::smallvec![((positions - 1).max(0), 0)],
-    };
-    let built = cx.b.reduce_window(ones, ReduceKind::Sum, window);
-    let running = cx.ok(built)?;
+    let (_, running) = running_count(cx, mask, positions)?;
     let entry = if count == 1 {
         cx.splat(DType::I64, Scalar::Int(0), &Shape::from_static(&[positions]))?
     } else {
@@ -396,27 +406,12 @@ fn masked_index(cx: &mut Cx<'_>, x: ValueId, dim: usize, mask: ValueId) -> Resul
             ));
         }
     };
-    let mask = if cx.dtype(mask) == DType::Bool {
-        mask
-    } else {
-        let zero = cx.splat_like(mask, Scalar::Int(0))?;
-        cx.compare(CompareDirection::Ne, mask, zero)?
-    };
+    let mask = as_bool_mask(cx, mask)?;
     let (pre, post) = (&shape[..dim], &shape[dim + m..]);
     let positions: i64 = mask_shape.iter().product();
     // Selected position `p` goes to slot `running(p) - 1`; the others to `count`, out of range,
     // which the scatter drops.
-    let flat_mask = cx.reshape(mask, Shape::from_static(&[positions]))?;
-    let ones = cx.convert(flat_mask, DType::I64)?;
-    let window = ttpu_ir::Window {
-        dimensions: smallvec::smallvec![positions.max(1)],
-        strides: smallvec::smallvec![1],
-        base_dilations: smallvec::smallvec![1],
-        window_dilations: smallvec::smallvec![1],
-        padding: smallvec::smallvec![((positions - 1).max(0), 0)],
-    };
-    let built = cx.b.reduce_window(ones, ReduceKind::Sum, window);
-    let running = cx.ok(built)?;
+    let (flat_mask, running) = running_count(cx, mask, positions)?;
     let slot = cx.binary_scalar(BinaryOp::Subtract, running, Scalar::Int(1))?;
     let nowhere = cx.splat(DType::I64, Scalar::Int(count), &Shape::from_static(&[positions]))?;
     let slot = cx.select(flat_mask, slot, nowhere)?;
