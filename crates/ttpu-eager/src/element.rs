@@ -66,8 +66,8 @@ impl Element for bool {
     }
 }
 
-/// The PJRT element type holding `dtype`.
-pub(crate) fn element_type(dtype: DType) -> ElementType {
+/// The PJRT element type holding `dtype` (the driver's transfers use it too).
+pub fn element_type(dtype: DType) -> ElementType {
     match dtype {
         DType::F64 => ElementType::F64,
         DType::F32 => ElementType::F32,

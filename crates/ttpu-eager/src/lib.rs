@@ -34,7 +34,7 @@ mod promote;
 mod tensor;
 
 pub use device::{Counters, DEFAULT_CACHE_CAPACITY, DEFAULT_PENDING_LIMIT, Device, Mode};
-pub use element::Element;
+pub use element::{Element, element_type};
 pub use error::{Error, Result};
 pub use tensor::Tensor;
 pub use ttpu_ir::{DType, Shape};

@@ -16,7 +16,7 @@ use ttpu_fx::{InputRole, ModelSignature, Module};
 use ttpu_ir::{Dim, PaddingVerdict, PaddingVerdicts};
 use ttpu_pjrt::{Client, LoadedExecutable};
 
-use crate::tensor::{HostTensor, TensorMap, describe, element_type, fits, from_host_buffer};
+use crate::tensor::{HostTensor, TensorMap, describe, fits, from_host_buffer};
 use crate::{CompileOptions, Compiler, Error, Result};
 
 /// A model read from `.fx` text, ready to run at any size its range constraints allow.
@@ -183,7 +183,11 @@ impl Session {
         let buffers = padded
             .iter()
             .map(|tensor| {
-                self.device.client().buffer_from_host(&tensor.data, element_type(tensor.dtype), &tensor.shape)
+                self.device.client().buffer_from_host(
+                    &tensor.data,
+                    ttpu_eager::element_type(tensor.dtype),
+                    &tensor.shape,
+                )
             })
             .collect::<Result<Vec<_>, _>>()?;
         let buffer_refs: Vec<_> = buffers.iter().collect();

@@ -121,23 +121,6 @@ fn dtype_to_safetensors(dtype: DType) -> Dtype {
     }
 }
 
-/// The PJRT element type of an IR dtype.
-pub(crate) fn element_type(dtype: DType) -> ElementType {
-    match dtype {
-        DType::F64 => ElementType::F64,
-        DType::F32 => ElementType::F32,
-        DType::F16 => ElementType::F16,
-        DType::BF16 => ElementType::BF16,
-        DType::I64 => ElementType::S64,
-        DType::I32 => ElementType::S32,
-        DType::I16 => ElementType::S16,
-        DType::I8 => ElementType::S8,
-        DType::U8 => ElementType::U8,
-        DType::U64 => ElementType::U64,
-        DType::Bool => ElementType::Pred,
-    }
-}
-
 /// The IR dtype of a PJRT host buffer; the compiler never emits the others.
 pub(crate) fn from_host_buffer(buffer: HostBuffer) -> Option<HostTensor> {
     let dtype = match buffer.element_type {
