@@ -3,8 +3,8 @@
 //! `chain/defer_and_fuse` records the chain and reads the result with a warm compile cache:
 //! one cache lookup and one launch. `chain/defer_never` launches every op on its own (each op's
 //! executable is cached after the first iteration). The ratio is the win of deferring; the
-//! project's target is at least 20x. `record/1000_ops` only records the chain, without
-//! materializing, and catches regressions in per-op recording overhead (target: under 1 us/op).
+//! project's target is at least 20x. `parts/*` split a DeferAndFuse read into recording the
+//! chain (target: under 1 us per op), running it (cache lookup, execute) and reading the result.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -14,7 +14,7 @@ use ttpu_eager::{Device, Mode, Tensor};
 
 const OPS: usize = 1000;
 
-/// `OPS` elementwise ops, cycling through a few kinds, each one node in the pending graph.
+/// `OPS` elementwise ops, cycling through a few kinds, each one step on the pending tape.
 fn chain(x: &Tensor, y: &Tensor) -> Tensor {
     let mut value = x.clone();
     for index in 0..OPS {
@@ -49,28 +49,45 @@ fn modes(c: &mut Criterion) {
     group.finish();
 }
 
-fn record(c: &mut Criterion) {
+/// Times only the part `part` of each iteration (`iter_custom`), so the three parts of a
+/// DeferAndFuse read are measured apart in one run.
+#[derive(Copy, Clone)]
+enum Part {
+    Record,
+    Run,
+    Read,
+}
+
+fn parts(c: &mut Criterion) {
     let (device, x, y) = setup(Mode::DeferAndFuse);
     // The limit is above the chain, so nothing runs while recording.
     device.set_pending_limit(usize::MAX).expect("device usable");
-    let mut group = c.benchmark_group("record");
-    group.bench_function("1000_ops", |b| {
-        b.iter_custom(|iters| {
-            let mut total = Duration::ZERO;
-            for _ in 0..iters {
-                let start = Instant::now();
-                let res = black_box(chain(&x, &y));
-                total += start.elapsed();
-                // Untimed: dropping the result leaves no live tensor, so `sync` only discards
-                // the pending graph and the next iteration starts from an empty one.
-                drop(res);
-                device.sync().expect("device usable");
-            }
-            total
-        })
-    });
+    chain(&x, &y).to_vec::<f32>().expect("runs");
+    let mut group = c.benchmark_group("parts");
+    for (name, part) in [("record_1000_ops", Part::Record), ("run_1000_ops", Part::Run), ("read_f32x64", Part::Read)] {
+        group.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    let start = Instant::now();
+                    let res = black_box(chain(&x, &y));
+                    let recorded = Instant::now();
+                    res.materialize().expect("runs");
+                    let ran = Instant::now();
+                    black_box(res.to_vec::<f32>().expect("reads"));
+                    let read = Instant::now();
+                    total += match part {
+                        Part::Record => recorded - start,
+                        Part::Run => ran - recorded,
+                        Part::Read => read - ran,
+                    };
+                }
+                total
+            })
+        });
+    }
     group.finish();
 }
 
-criterion_group!(benches, modes, record);
+criterion_group!(benches, modes, parts);
 criterion_main!(benches);

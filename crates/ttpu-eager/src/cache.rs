@@ -1,16 +1,19 @@
-//! The compile cache: executables keyed by the structure of the graph they run.
+//! The compile cache: executables keyed by the structure of the program they run.
 //!
-//! A graph's structure is its input types, then every node's op (with all its attributes and
-//! constant bytes) and the definitions its operands read (input `n` or result `k` of node `i`),
-//! then the outputs' definitions. It captures ops, attributes, shapes and dtypes and nothing about
-//! input values; result types follow from those by inference.
+//! A program is either a recorded tape (see `tape`) or an IR graph a caller compiles through
+//! [`Device::executable_of`](crate::Device::executable_of). A graph's structure is its input
+//! types, then every node's op (with all its attributes and constant bytes) and the definitions
+//! its operands read (input `n` or result `k` of node `i`), then the outputs' definitions; a
+//! tape's is the same at the level of recorded ops. Either captures ops, attributes, shapes and
+//! dtypes and nothing about input values; result types follow from those by inference.
 //!
-//! In memory, entries are found by a 64-bit hash of the structure ([`StructureHasher`]), which
-//! the device updates node by node while ops are recorded, so a warm read does not walk the graph
-//! to make a key. A hash alone could collide, so every entry keeps the graph it was compiled from
-//! and a hit is only taken when [`same_structure`] confirms it node for node: equal hashes of
-//! different graphs cost a comparison, never a wrong executable. The cache keeps at most
-//! `capacity` executables and evicts the least recently used.
+//! In memory, entries are found by a 64-bit hash of the structure ([`StructureHasher`] for
+//! graphs, `Tape::structure_hash` for tapes). A hash alone could collide, so every entry keeps
+//! the program it was compiled from and a hit is only taken when an exact comparison
+//! ([`same_structure`], `Tape::same_program`) confirms it: equal hashes of different programs
+//! cost a comparison, never a wrong executable. A tape and a graph never compare equal, even for
+//! the same computation. The cache keeps at most `capacity` executables and evicts the least
+//! recently used.
 //!
 //! On disk (optional) the key is the canonical structural text ([`cache_key`]), built only on a
 //! memory miss. Each entry is one file written to a temporary name and renamed into place, so
@@ -26,8 +29,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use std::fmt::Write;
 
-use ttpu_ir::{EntityId, Graph, Node, NodeId, Op, TensorType, ValueId};
+use ttpu_ir::{EntityId, Graph, Node, Op, ValueId};
 use ttpu_pjrt::{Client, LoadedExecutable};
+
+use crate::tape::Tape;
 
 /// First bytes of a disk entry; the digit changes whenever the layout does.
 const MAGIC: &[u8; 8] = b"TTPUEXE1";
@@ -45,10 +50,50 @@ pub(crate) struct CompileCache<E = LoadedExecutable> {
 }
 
 struct Entry<E> {
-    /// The graph compiled, kept to confirm hits exactly (see [`same_structure`]).
-    graph: Graph,
+    /// The program compiled, kept to confirm hits exactly.
+    program: Program,
     executable: Arc<E>,
     last_used: u64,
+}
+
+/// What an executable was compiled from.
+#[derive(Debug)]
+pub(crate) enum Program {
+    Graph(Graph),
+    Tape(Tape),
+}
+
+/// A borrowed [`Program`], to look one up without owning it.
+#[derive(Copy, Clone, Debug)]
+pub(crate) enum ProgramRef<'a> {
+    Graph(&'a Graph),
+    Tape(&'a Tape),
+}
+
+impl Program {
+    fn as_ref(&self) -> ProgramRef<'_> {
+        match self {
+            Program::Graph(graph) => ProgramRef::Graph(graph),
+            Program::Tape(tape) => ProgramRef::Tape(tape),
+        }
+    }
+}
+
+impl ProgramRef<'_> {
+    pub(crate) fn to_owned(self) -> Program {
+        match self {
+            ProgramRef::Graph(graph) => Program::Graph(graph.clone()),
+            ProgramRef::Tape(tape) => Program::Tape(tape.clone()),
+        }
+    }
+
+    fn same(self, other: ProgramRef<'_>) -> bool {
+        match (self, other) {
+            (ProgramRef::Graph(a), ProgramRef::Graph(b)) => same_structure(a, b),
+            (ProgramRef::Tape(a), ProgramRef::Tape(b)) => a.same_program(b),
+            _ => false,
+        }
+    }
 }
 
 impl<E> CompileCache<E> {
@@ -73,23 +118,24 @@ impl<E> CompileCache<E> {
         self.len
     }
 
-    /// The executable compiled for a graph of `graph`'s structure, whose hash is `hash`.
-    pub(crate) fn get(&mut self, hash: u64, graph: &Graph) -> Option<Arc<E>> {
+    /// The executable compiled for a program of `program`'s structure, whose hash is `hash`.
+    pub(crate) fn get(&mut self, hash: u64, program: ProgramRef<'_>) -> Option<Arc<E>> {
         self.tick += 1;
-        let entry = self.entries.get_mut(&hash)?.iter_mut().find(|entry| same_structure(&entry.graph, graph))?;
+        let entry = self.entries.get_mut(&hash)?.iter_mut().find(|entry| entry.program.as_ref().same(program))?;
         entry.last_used = self.tick;
         Some(Arc::clone(&entry.executable))
     }
 
-    /// Keeps `executable` for graphs of `graph`'s structure; `hash` must be its structure hash.
-    pub(crate) fn insert(&mut self, hash: u64, graph: Graph, executable: Arc<E>) {
+    /// Keeps `executable` for programs of `program`'s structure; `hash` must be its structure
+    /// hash.
+    pub(crate) fn insert(&mut self, hash: u64, program: Program, executable: Arc<E>) {
         self.tick += 1;
         let bucket = self.entries.entry(hash).or_default();
-        if let Some(entry) = bucket.iter_mut().find(|entry| same_structure(&entry.graph, &graph)) {
+        if let Some(entry) = bucket.iter_mut().find(|entry| entry.program.as_ref().same(program.as_ref())) {
             entry.executable = executable;
             entry.last_used = self.tick;
         } else {
-            bucket.push(Entry { graph, executable, last_used: self.tick });
+            bucket.push(Entry { program, executable, last_used: self.tick });
             self.len += 1;
         }
         self.evict();
@@ -152,56 +198,23 @@ pub(crate) fn same_structure(a: &Graph, b: &Graph) -> bool {
     }) && same_defs(&a.outputs, &b.outputs)
 }
 
-/// Hashes a graph's structure in the order [`same_structure`] compares it, so that graphs of one
-/// structure always hash alike. Inputs and nodes are hashed in separate streams because the
-/// device adds inputs lazily, between nodes, while recording; [`StructureHasher::finish`] joins
-/// them with the outputs.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct StructureHasher {
-    inputs: FxHasher,
-    nodes: FxHasher,
-    /// Nodes of the graph hashed so far (a prefix in creation order).
-    hashed_nodes: usize,
-}
-
-impl StructureHasher {
-    /// The structure hash of all of `graph`.
-    pub(crate) fn of(graph: &Graph) -> u64 {
-        let mut hasher = StructureHasher::default();
-        for &input in &graph.inputs {
-            hasher.add_input(graph.ty(input));
-        }
-        hasher.catch_up(graph);
-        hasher.finish(graph, &graph.outputs)
+/// The hash of a graph's structure, in the order [`same_structure`] compares it, so that graphs
+/// of one structure always hash alike.
+pub(crate) fn graph_hash(graph: &Graph) -> u64 {
+    let mut hasher = FxHasher::default();
+    hasher.write_usize(graph.inputs.len());
+    for &input in &graph.inputs {
+        graph.ty(input).hash(&mut hasher);
     }
-
-    /// Adds the next input of the graph, of type `ty`.
-    pub(crate) fn add_input(&mut self, ty: &TensorType) {
-        ty.hash(&mut self.inputs);
+    hasher.write_usize(graph.node_count());
+    for (_, node) in graph.nodes() {
+        hash_node(graph, node, &mut hasher);
     }
-
-    /// Adds the nodes of `graph` not hashed yet.
-    pub(crate) fn catch_up(&mut self, graph: &Graph) {
-        // Indexed, not `nodes().skip(..)`: skipping walks the whole prefix, which made recording
-        // quadratic in the pending graph's size.
-        for index in self.hashed_nodes..graph.node_count() {
-            hash_node(graph, graph.node(NodeId::new(index)), &mut self.nodes);
-        }
-        self.hashed_nodes = graph.node_count();
+    hasher.write_usize(graph.outputs.len());
+    for &output in &graph.outputs {
+        graph.value(output).def.hash(&mut hasher);
     }
-
-    /// The hash of the graph hashed so far when it returns `outputs`. Every node must have been
-    /// added ([`catch_up`](Self::catch_up)).
-    pub(crate) fn finish(&self, graph: &Graph, outputs: &[ValueId]) -> u64 {
-        let mut hasher = self.nodes.clone();
-        hasher.write_u64(self.inputs.finish());
-        hasher.write_usize(self.hashed_nodes);
-        hasher.write_usize(outputs.len());
-        for &output in outputs {
-            graph.value(output).def.hash(&mut hasher);
-        }
-        hasher.finish()
-    }
+    hasher.finish()
 }
 
 fn hash_node(graph: &Graph, node: &Node, hasher: &mut FxHasher) {
@@ -449,12 +462,12 @@ mod tests {
 
     fn assert_differ(a: &Graph, b: &Graph) {
         assert!(!same_structure(a, b) && !same_structure(b, a));
-        assert_ne!(StructureHasher::of(a), StructureHasher::of(b));
+        assert_ne!(graph_hash(a), graph_hash(b));
     }
 
     fn assert_same(a: &Graph, b: &Graph) {
         assert!(same_structure(a, b) && same_structure(b, a));
-        assert_eq!(StructureHasher::of(a), StructureHasher::of(b));
+        assert_eq!(graph_hash(a), graph_hash(b));
     }
 
     #[test]
@@ -507,24 +520,16 @@ mod tests {
     }
 
     #[test]
-    fn incremental_hashing_matches_hashing_the_whole_graph() {
-        // Inputs arrive between nodes, as the device adds them when an op first reads a buffer.
+    fn inputs_declared_in_another_order_among_nodes_give_the_same_structure() {
+        // Inputs declared between nodes number the values differently; the structure is the same.
         let mut builder = GraphBuilder::new();
-        let mut hasher = StructureHasher::default();
         let x = builder.input(f32s(&[8]), None);
-        hasher.add_input(&f32s(&[8]));
         let e = builder.unary(UnaryOp::Exponential, x).unwrap();
-        hasher.catch_up(builder.graph());
         let y = builder.input(f32s(&[8]), None);
-        hasher.add_input(&f32s(&[8]));
         let z = builder.binary(BinaryOp::Add, e, y).unwrap();
         let t = builder.unary(UnaryOp::Tanh, z).unwrap();
-        hasher.catch_up(builder.graph());
-        let incremental = hasher.finish(builder.graph(), &[t]);
         let graph = builder.finish(&[t]);
-        assert_eq!(incremental, StructureHasher::of(&graph));
 
-        // The same program with both inputs declared first has the same structure.
         let mut builder = GraphBuilder::new();
         let x = builder.input(f32s(&[8]), None);
         let y = builder.input(f32s(&[8]), None);
@@ -541,16 +546,16 @@ mod tests {
         let sub = binary(BinaryOp::Subtract, f32s(&[4]));
         let mut cache = CompileCache::<&str>::new(8);
         // One hash for all three, as a collision would give.
-        cache.insert(7, add.clone(), Arc::new("add"));
-        cache.insert(7, mul.clone(), Arc::new("mul"));
+        cache.insert(7, Program::Graph(add.clone()), Arc::new("add"));
+        cache.insert(7, Program::Graph(mul.clone()), Arc::new("mul"));
         assert_eq!(cache.len(), 2);
-        assert_eq!(cache.get(7, &add).as_deref(), Some(&"add"));
-        assert_eq!(cache.get(7, &mul).as_deref(), Some(&"mul"));
-        assert_eq!(cache.get(7, &sub), None);
-        assert_eq!(cache.get(8, &add), None);
+        assert_eq!(cache.get(7, ProgramRef::Graph(&add)).as_deref(), Some(&"add"));
+        assert_eq!(cache.get(7, ProgramRef::Graph(&mul)).as_deref(), Some(&"mul"));
+        assert_eq!(cache.get(7, ProgramRef::Graph(&sub)), None);
+        assert_eq!(cache.get(8, ProgramRef::Graph(&add)), None);
         // Inserting an existing structure replaces its executable instead of adding an entry.
-        cache.insert(7, add.clone(), Arc::new("add again"));
-        assert_eq!((cache.len(), cache.get(7, &add).as_deref()), (2, Some(&"add again")));
+        cache.insert(7, Program::Graph(add.clone()), Arc::new("add again"));
+        assert_eq!((cache.len(), cache.get(7, ProgramRef::Graph(&add)).as_deref()), (2, Some(&"add again")));
     }
 
     #[test]
@@ -558,13 +563,15 @@ mod tests {
         let graphs: Vec<Graph> =
             [BinaryOp::Add, BinaryOp::Multiply, BinaryOp::Subtract].map(|op| binary(op, f32s(&[4]))).into();
         let mut cache = CompileCache::<usize>::new(2);
-        cache.insert(1, graphs[0].clone(), Arc::new(0));
-        cache.insert(1, graphs[1].clone(), Arc::new(1));
-        assert!(cache.get(1, &graphs[0]).is_some());
-        cache.insert(2, graphs[2].clone(), Arc::new(2));
+        let program = |index: usize| Program::Graph(graphs[index].clone());
+        let key = |index: usize| ProgramRef::Graph(&graphs[index]);
+        cache.insert(1, program(0), Arc::new(0));
+        cache.insert(1, program(1), Arc::new(1));
+        assert!(cache.get(1, key(0)).is_some());
+        cache.insert(2, program(2), Arc::new(2));
         assert_eq!(cache.len(), 2);
-        assert!(cache.get(1, &graphs[1]).is_none(), "the least recently used entry leaves");
-        assert!(cache.get(1, &graphs[0]).is_some() && cache.get(2, &graphs[2]).is_some());
+        assert!(cache.get(1, key(1)).is_none(), "the least recently used entry leaves");
+        assert!(cache.get(1, key(0)).is_some() && cache.get(2, key(2)).is_some());
         cache.set_capacity(0);
         assert_eq!(cache.len(), 0);
     }

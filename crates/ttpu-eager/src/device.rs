@@ -1,35 +1,39 @@
-//! `Device`: a PJRT client, the pending graph of recorded ops, the compile cache and counters.
+//! `Device`: a PJRT client, the pending tape of recorded ops, the compile cache and counters.
 //!
-//! Ops record into one pending graph per device. Materialization (a read, `sync`, the node
-//! limit, or every op outside `DeferAndFuse`) takes the state lock and then:
-//! 1. traverses: collects the live tensors still pending and extracts the nodes they need into a
-//!    fresh graph whose inputs are the device buffers those nodes read;
-//! 2. compiles on a cache miss (fuse with `ttpu_fuse`, lower to StableHLO, PJRT compile), keyed by
-//!    the graph's structure before fusion, so a hit costs no fusion;
+//! Ops record into one pending tape per device (see `tape`). Materialization (a read, `sync`,
+//! the op limit, or every op outside `DeferAndFuse`) takes the state lock and then:
+//! 1. traverses: collects the live tensors still pending and takes the steps they need as the
+//!    program, whose inputs are the device buffers those steps read (the whole tape, without a
+//!    copy, when every step is needed);
+//! 2. compiles on a cache miss: builds the program into IR, fuses it with `ttpu_fuse`, lowers it
+//!    to StableHLO and compiles it with PJRT, keyed by the tape, so a hit builds no IR at all;
 //! 3. executes, which in this PJRT binding also waits for the device (synchronizes);
-//! 4. stores each output buffer in its tensor and starts an empty pending graph.
+//! 4. stores each output buffer in its tensor and starts an empty pending tape.
 //!
-//! Host transfers happen only when data is read. Lock order is always device state, then a
-//! tensor's data, which keeps many threads on one device free of deadlocks.
+//! Host transfers happen only when data is read. Recording and materializing hold the device
+//! state's lock (and, inside it, the compile cache's), always in that order, which keeps many
+//! threads on one device free of deadlocks; a tensor's buffer is set once, under the state lock,
+//! and read without one.
 
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
 use smallvec::SmallVec;
-use ttpu_ir::{EntityId, Graph, GraphBuilder, NodeId, TensorType, ValueId};
+use ttpu_ir::Graph;
 use ttpu_pjrt::{Buffer, Client, Plugin};
 
-use crate::cache::{CompileCache, DiskCache, FxHasher, StructureHasher, cache_key};
-use crate::tensor::{Data, TensorNode};
+use crate::cache::{CompileCache, DiskCache, FxHasher, ProgramRef, cache_key, graph_hash};
+use crate::tape::{Slot, Tape, TapeOp, TypeMemo};
+use crate::tensor::{RecordedAt, TensorNode};
 use crate::{Error, Result, Tensor};
 
 /// When recorded ops run.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Mode {
-    /// Record ops and run the pending graph as one program when data is needed (the default).
+    /// Record ops and run the pending tape as one program when data is needed (the default).
     #[default]
     DeferAndFuse,
     /// Compile each op once per signature and launch it at once.
@@ -67,13 +71,13 @@ struct CounterCells {
     bytes_to_host: AtomicU64,
 }
 
-/// Nodes a pending graph may reach before it is materialized without being asked.
+/// Ops the pending tape may reach before it is materialized without being asked.
 pub const DEFAULT_PENDING_LIMIT: usize = 20_000;
 
 /// Compiled graphs kept in memory by default.
 pub const DEFAULT_CACHE_CAPACITY: usize = 256;
 
-/// A device reached through a PJRT plugin, with its pending graph. Cheap to clone (a shared
+/// A device reached through a PJRT plugin, with its pending tape. Cheap to clone (a shared
 /// handle); `Send + Sync`, so many threads can record on one device.
 #[derive(Clone)]
 pub struct Device {
@@ -87,23 +91,22 @@ pub(crate) struct DeviceInner {
     counters: CounterCells,
 }
 
-/// The pending graph and what its inputs and results belong to.
+/// The pending tape and what its inputs and results belong to.
 pub(crate) struct State {
     mode: Mode,
     pending_limit: usize,
-    /// Increases each time the pending graph is replaced, so a stale id is never read.
+    /// Increases each time the pending tape is replaced, so a stale slot is never read.
     pub(crate) epoch: u64,
-    pub(crate) builder: GraphBuilder,
-    /// The buffer each pending-graph input reads, by input index.
+    tape: Tape,
+    /// The buffer each pending-tape input reads, by input index.
     inputs: Vec<Arc<Buffer>>,
     /// Input already made for a buffer, by the buffer's address (kept alive by `inputs`).
     /// Hashed with `FxHasher`: recording looks an operand's buffer up here on every op.
-    input_of_buffer: HashMap<usize, ValueId, BuildHasherDefault<FxHasher>>,
+    input_of_buffer: HashMap<usize, Slot, BuildHasherDefault<FxHasher>>,
     /// Tensors recorded in this epoch; dead ones are skipped when materializing.
     recorded: Vec<Weak<TensorNode>>,
-    /// The structure hash of the pending graph, kept up to date as ops are recorded so that a
-    /// read whose program is the whole pending graph finds its executable without walking it.
-    structure: StructureHasher,
+    /// Interned tensor types and the result types of the op signatures seen so far.
+    pub(crate) types: TypeMemo,
 }
 
 impl State {
@@ -112,58 +115,64 @@ impl State {
             mode,
             pending_limit,
             epoch,
-            builder: GraphBuilder::new(),
+            tape: Tape::default(),
             inputs: Vec::new(),
             input_of_buffer: HashMap::default(),
             recorded: Vec::new(),
-            structure: StructureHasher::default(),
+            types: TypeMemo::default(),
         }
     }
 
-    /// Starts an empty pending graph in a new epoch. The arenas of `spare` (the graph just run)
-    /// or of the old pending graph are reused, so steady-state recording does not regrow them.
-    fn reset(&mut self, spare: Option<Graph>) {
-        let mut graph = spare.unwrap_or_else(|| std::mem::take(&mut self.builder).finish(&[]));
-        graph.clear();
-        self.builder = GraphBuilder::from_graph(graph);
+    /// Starts an empty pending tape in a new epoch. The memory of `spare` (the tape just run) or
+    /// of the old pending tape is reused, so steady-state recording does not regrow it.
+    fn reset(&mut self, spare: Option<Tape>) {
+        if let Some(spare) = spare {
+            self.tape = spare;
+        }
+        self.tape.clear();
         self.epoch += 1;
         self.inputs.clear();
         self.input_of_buffer.clear();
         self.recorded.clear();
-        self.structure = StructureHasher::default();
     }
 
-    /// The pending-graph value holding `tensor`, adding its buffer as an input if needed.
-    pub(crate) fn value_of(&mut self, tensor: &Tensor) -> Result<ValueId> {
-        let data = tensor.node.data.lock()?;
-        match &*data {
-            Data::Pending { epoch, value } if *epoch == self.epoch => Ok(*value),
-            Data::Pending { .. } => Err(Error::internal("a pending tensor outlived its graph")),
-            Data::Ready(buffer) => {
+    /// The pending-tape slot holding `tensor`, adding its buffer as an input if needed.
+    fn slot_of(&mut self, tensor: &Tensor) -> Result<Slot> {
+        match (tensor.node.buffer.get(), tensor.node.recorded_at) {
+            (Some(buffer), _) => {
                 let address = Arc::as_ptr(buffer) as usize;
-                if let Some(&value) = self.input_of_buffer.get(&address) {
-                    return Ok(value);
+                if let Some(&slot) = self.input_of_buffer.get(&address) {
+                    return Ok(slot);
                 }
-                let value = self.builder.input(TensorType::clone(&tensor.node.ty), None);
-                self.structure.add_input(&tensor.node.ty);
+                let slot = self.tape.add_input(Arc::clone(&tensor.node.ty));
                 self.inputs.push(Arc::clone(buffer));
-                self.input_of_buffer.insert(address, value);
-                Ok(value)
+                self.input_of_buffer.insert(address, slot);
+                Ok(slot)
             }
+            (None, Some(RecordedAt { epoch, slot })) if epoch == self.epoch => Ok(slot),
+            (None, _) => Err(Error::internal("a pending tensor outlived its tape")),
         }
     }
 
-    /// The live pending tensors and their values, in recording order.
-    fn live(&self) -> Result<Vec<(Arc<TensorNode>, ValueId)>> {
+    /// The live pending tensors and their slots, in recording order.
+    fn live(&self) -> Result<Vec<(Arc<TensorNode>, Slot)>> {
         let mut res = Vec::new();
         for node in self.recorded.iter().filter_map(Weak::upgrade) {
-            let value = match &*node.data.lock()? {
-                Data::Pending { epoch, value } if *epoch == self.epoch => *value,
+            if node.buffer.get().is_some() {
+                continue;
+            }
+            match node.recorded_at {
+                Some(RecordedAt { epoch, slot }) if epoch == self.epoch => res.push((node, slot)),
                 _ => continue,
-            };
-            res.push((node, value));
+            }
         }
         Ok(res)
+    }
+
+    /// The program that materializing now would run, and the pending inputs it reads.
+    fn pending_program(&self) -> Result<(Tape, Vec<usize>)> {
+        let outputs: Vec<Slot> = self.live()?.iter().map(|(_, slot)| *slot).collect();
+        self.tape.extract(&self.tape.needed(&outputs), &outputs)
     }
 }
 
@@ -198,13 +207,14 @@ impl Device {
     }
 
     /// The executable of a static `graph` through this device's compile cache (memory, then the
-    /// disk cache, then a PJRT compile): the cache the eager path uses, keyed by the graph's
-    /// structure and concrete shapes, so a driver session built on this device and the lazy
-    /// tensors share compiles and counters. The graph is lowered as given (the caller chose its
-    /// optimizations); recorded graphs are fused with the exact rules first, which is bit-exact,
-    /// so one structure gives the same results whichever path compiled it.
+    /// disk cache, then a PJRT compile), keyed by the graph's structure and concrete shapes. It is
+    /// the cache lazy tensors use, so a driver session built on this device and the lazy tensors
+    /// share its capacity and counters; graphs and recorded tapes are separate keys there. The
+    /// graph is lowered as given (the caller chose its optimizations); recorded programs are
+    /// fused with the exact rules first, which is bit-exact, and the disk cache keys both by the
+    /// graph's text, so one structure gives the same results whichever path compiled it.
     pub fn executable_of(&self, graph: &Graph) -> Result<Arc<ttpu_pjrt::LoadedExecutable>> {
-        self.compiled(graph, StructureHasher::of(graph), false)
+        self.compiled(ProgramRef::Graph(graph), graph_hash(graph))
     }
 
     /// The execution mode.
@@ -220,7 +230,7 @@ impl Device {
         Ok(())
     }
 
-    /// Sets how many nodes the pending graph may hold before it runs unasked.
+    /// Sets how many ops the pending tape may hold before it runs unasked.
     pub fn set_pending_limit(&self, nodes: usize) -> Result<()> {
         self.state()?.pending_limit = nodes;
         Ok(())
@@ -254,9 +264,9 @@ impl Device {
         self.materialize(&mut state)
     }
 
-    /// Nodes in the pending graph (dead ones included until the next materialization).
-    pub fn pending_nodes(&self) -> Result<usize> {
-        Ok(self.state()?.builder.graph().node_count())
+    /// Ops recorded on the pending tape (dead ones included until the next materialization).
+    pub fn pending_ops(&self) -> Result<usize> {
+        Ok(self.state()?.tape.steps.len())
     }
 
     /// Totals of compiles, cache hits, executions and transfers so far.
@@ -276,22 +286,19 @@ impl Device {
     /// The StableHLO module that would run the pending work of live tensors now (after fusion,
     /// as it would be compiled).
     pub fn computation_mlir(&self) -> Result<String> {
-        let state = self.state()?;
-        let (graph, _) = pending_graph(&state)?;
+        let graph = self.state()?.pending_program()?.0.to_graph()?;
         Ok(ttpu_stablehlo::lower(&fused(&graph))?)
     }
 
     /// The pending work of live tensors as Graphviz DOT text.
     pub fn computation_graphviz(&self) -> Result<String> {
-        let state = self.state()?;
-        let (graph, _) = pending_graph(&state)?;
+        let graph = self.state()?.pending_program()?.0.to_graph()?;
         Ok(graphviz(&graph))
     }
 
-    /// The pending graph of live tensors in ttpu's IR text form.
+    /// The pending work of live tensors in ttpu's IR text form.
     pub fn computation_ir(&self) -> Result<String> {
-        let state = self.state()?;
-        let (graph, _) = pending_graph(&state)?;
+        let graph = self.state()?.pending_program()?.0.to_graph()?;
         Ok(ttpu_ir::text::print(&graph))
     }
 
@@ -311,35 +318,28 @@ impl Device {
         self.inner.counters.bytes_to_host.fetch_add(bytes as u64, Ordering::Relaxed);
     }
 
-    /// Records one tensor-level op: `build` appends its nodes to the pending graph, reading the
-    /// operands' values, and returns the result value. Outside `DeferAndFuse`, or past the node
-    /// limit, the pending work runs at once.
-    pub(crate) fn record(
-        &self,
-        operands: &[&Tensor],
-        build: impl FnOnce(&mut GraphBuilder, &[ValueId]) -> Result<ValueId>,
-    ) -> Result<Tensor> {
+    /// Records one tensor-level op on `operands` as a tape step. Outside `DeferAndFuse`, or past
+    /// the op limit, the pending work runs at once.
+    pub(crate) fn record(&self, operands: &[&Tensor], op: TapeOp) -> Result<Tensor> {
         if operands.iter().any(|operand| !operand.node.device.same(self)) {
             return Err(Error::DeviceMismatch);
         }
         let mut state = self.state()?;
-        let values =
-            operands.iter().map(|operand| state.value_of(operand)).collect::<Result<SmallVec<[ValueId; 4]>>>()?;
-        let built = build(&mut state.builder, &values);
-        // Nodes of a failed build stay in the graph (unused), so they are hashed either way.
         let state = &mut *state;
-        state.structure.catch_up(state.builder.graph());
-        let value = built?;
-        let ty = state.builder.ty(value);
-        let ty = match operands.iter().find(|operand| *operand.node.ty == *ty) {
-            Some(operand) => Arc::clone(&operand.node.ty),
-            None => Arc::new(ty.clone()),
-        };
-        let data = Data::Pending { epoch: state.epoch, value };
-        let node = Arc::new(TensorNode { device: self.clone(), ty, data: Mutex::new(data) });
+        // The type first: an op that fails its checks leaves nothing on the tape.
+        let operand_types: SmallVec<[&Arc<ttpu_ir::TensorType>; 3]> =
+            operands.iter().map(|operand| &operand.node.ty).collect();
+        let ty = state.types.result_type(&op, &operand_types)?;
+        let mut slots = SmallVec::<[Slot; 3]>::new();
+        for operand in operands {
+            slots.push(state.slot_of(operand)?);
+        }
+        let slot = state.tape.push(op, slots);
+        let recorded_at = Some(RecordedAt { epoch: state.epoch, slot });
+        let node = Arc::new(TensorNode { device: self.clone(), ty, recorded_at, buffer: OnceLock::new() });
         // A chain `x = x.op()` drops each result one op after the next one is recorded. Forgetting
         // such dead entries now frees their nodes while the allocator's caches are warm, instead
-        // of a thousand at once when the graph runs; the order of the rest is kept.
+        // of a thousand at once when the tape runs; the order of the rest is kept.
         while let [.., before_last, _] = state.recorded.as_slice()
             && before_last.strong_count() == 0
         {
@@ -347,7 +347,7 @@ impl Device {
             state.recorded.remove(index);
         }
         state.recorded.push(Arc::downgrade(&node));
-        if state.mode != Mode::DeferAndFuse || state.builder.graph().node_count() > state.pending_limit {
+        if state.mode != Mode::DeferAndFuse || state.tape.steps.len() > state.pending_limit {
             self.materialize(state)?;
         }
         Ok(Tensor { node })
@@ -355,44 +355,43 @@ impl Device {
 
     /// The buffer of `tensor`, running pending work first if it has none yet.
     pub(crate) fn buffer(&self, tensor: &Tensor) -> Result<Arc<Buffer>> {
-        let mut state = self.state()?;
-        if let Data::Ready(buffer) = &*tensor.node.data.lock()? {
+        if let Some(buffer) = tensor.node.buffer.get() {
             return Ok(Arc::clone(buffer));
         }
+        let mut state = self.state()?;
         self.materialize(&mut state)?;
-        match &*tensor.node.data.lock()? {
-            Data::Ready(buffer) => Ok(Arc::clone(buffer)),
-            Data::Pending { .. } => Err(Error::internal("a live tensor was not materialized")),
+        match tensor.node.buffer.get() {
+            Some(buffer) => Ok(Arc::clone(buffer)),
+            None => Err(Error::internal("a live tensor was not materialized")),
         }
     }
 
-    /// Runs the pending work of every live tensor and starts an empty pending graph.
+    /// Runs the pending work of every live tensor and starts an empty pending tape.
     fn materialize(&self, state: &mut State) -> Result<()> {
         let live = state.live()?;
         let mut spare = None;
         if !live.is_empty() {
-            let outputs: Vec<ValueId> = live.iter().map(|(_, value)| *value).collect();
-            let needed = Needed::of(state.builder.graph(), &outputs);
-            // When every node and input is needed (a chain of ops whose intermediates died), the
-            // pending graph is the program: take it instead of rebuilding it node by node.
-            let taken = needed.is_everything(state.builder.graph());
-            let (graph, used_inputs, hash) = if taken {
-                state.structure.catch_up(state.builder.graph());
-                let hash = state.structure.finish(state.builder.graph(), &outputs);
-                let input_count = state.builder.graph().inputs.len();
-                (std::mem::take(&mut state.builder).finish(&outputs), (0..input_count).collect(), hash)
+            let outputs: Vec<Slot> = live.iter().map(|(_, slot)| *slot).collect();
+            let needed = state.tape.needed(&outputs);
+            // When every step and input is needed (a chain of ops whose intermediates died), the
+            // pending tape is the program: take it instead of copying it step by step.
+            let taken = needed.is_everything();
+            let (program, used_inputs) = if taken {
+                let mut tape = std::mem::take(&mut state.tape);
+                tape.outputs = outputs;
+                let input_count = tape.inputs.len();
+                (tape, (0..input_count).collect())
             } else {
-                let (graph, used_inputs) = needed.extract(state.builder.graph(), &outputs)?;
-                let hash = StructureHasher::of(&graph);
-                (graph, used_inputs, hash)
+                state.tape.extract(&needed, &outputs)?
             };
-            let results = self.run(&graph, hash, &used_inputs, &state.inputs);
+            let results = self.run(&program, &used_inputs, &state.inputs);
             let results = match results {
                 Ok(results) => results,
                 Err(error) => {
                     if taken {
-                        // Give the graph back so the pending tensors stay readable after a retry.
-                        state.builder = GraphBuilder::from_graph(graph);
+                        // Give the tape back so the pending tensors stay readable after a retry.
+                        state.tape = program;
+                        state.tape.outputs.clear();
                     }
                     return Err(error);
                 }
@@ -401,46 +400,52 @@ impl Device {
                 return Err(Error::internal(format!("{} outputs for {} tensors", results.len(), live.len())));
             }
             for ((node, _), buffer) in live.iter().zip(results) {
-                *node.data.lock()? = Data::Ready(Arc::new(buffer));
+                if node.buffer.set(Arc::new(buffer)).is_err() {
+                    return Err(Error::internal("a tensor was computed twice"));
+                }
             }
             if taken {
-                spare = Some(graph);
+                spare = Some(program);
             }
         }
         state.reset(spare);
         Ok(())
     }
 
-    /// Compiles `graph` (whose structure hash is `hash`) if needed and executes it on the pending
-    /// inputs `used_inputs`.
-    fn run(&self, graph: &Graph, hash: u64, used_inputs: &[usize], inputs: &[Arc<Buffer>]) -> Result<Vec<Buffer>> {
-        let executable = self.executable(graph, hash)?;
+    /// Compiles `program` if needed and executes it on the pending inputs `used_inputs`.
+    fn run(&self, program: &Tape, used_inputs: &[usize], inputs: &[Arc<Buffer>]) -> Result<Vec<Buffer>> {
+        let executable = self.compiled(ProgramRef::Tape(program), program.structure_hash())?;
         let args: Vec<&Buffer> = used_inputs.iter().map(|&index| &*inputs[index]).collect();
         let results = executable.execute(&args)?;
         self.inner.counters.executions.fetch_add(1, Ordering::Relaxed);
         Ok(results)
     }
 
-    /// The executable of `graph`: from memory, from disk, or compiled now.
-    fn executable(&self, graph: &Graph, hash: u64) -> Result<Arc<ttpu_pjrt::LoadedExecutable>> {
-        self.compiled(graph, hash, true)
-    }
-
-    /// [`Device::executable`], fusing on a miss only when `fuse` says so.
-    fn compiled(&self, graph: &Graph, hash: u64, fuse: bool) -> Result<Arc<ttpu_pjrt::LoadedExecutable>> {
+    /// The executable of `program`, whose structure hash is `hash`: from memory, from disk, or
+    /// compiled now. A recorded tape is built into IR and fused with the exact rules first; a
+    /// graph is lowered as given.
+    fn compiled(&self, program: ProgramRef<'_>, hash: u64) -> Result<Arc<ttpu_pjrt::LoadedExecutable>> {
         let counters = &self.inner.counters;
         let mut cache = self.inner.cache.lock()?;
-        if let Some(executable) = cache.get(hash, graph) {
+        if let Some(executable) = cache.get(hash, program) {
             counters.cache_hits.fetch_add(1, Ordering::Relaxed);
             return Ok(executable);
         }
+        let built;
+        let (graph, fuse) = match program {
+            ProgramRef::Graph(graph) => (graph, false),
+            ProgramRef::Tape(tape) => {
+                built = tape.to_graph()?;
+                (&built, true)
+            }
+        };
         let client = &self.inner.client;
         // The disk key is text, built only now: a memory hit never pays for it.
         let key = cache.disk().map(|_| cache_key(graph));
         if let Some(executable) = cache.disk().zip(key.as_deref()).and_then(|(disk, key)| disk.load(client, key)) {
             counters.disk_hits.fetch_add(1, Ordering::Relaxed);
             let executable = Arc::new(executable);
-            cache.insert(hash, graph.clone(), Arc::clone(&executable));
+            cache.insert(hash, program.to_owned(), Arc::clone(&executable));
             return Ok(executable);
         }
         let mlir = if fuse { ttpu_stablehlo::lower(&fused(graph))? } else { ttpu_stablehlo::lower(graph)? };
@@ -450,7 +455,7 @@ impl Device {
             disk.store(key, &executable);
         }
         let executable = Arc::new(executable);
-        cache.insert(hash, graph.clone(), Arc::clone(&executable));
+        cache.insert(hash, program.to_owned(), Arc::clone(&executable));
         Ok(executable)
     }
 }
@@ -466,80 +471,13 @@ impl std::fmt::Debug for Device {
 fn fused(graph: &Graph) -> Graph {
     match ttpu_fuse::fuse(graph, &ttpu_fuse::FuseOptions::default()) {
         Ok((fused, report)) => {
-            tracing::debug!(%report, "fused pending graph");
+            tracing::debug!(%report, "fused a recorded program");
             fused
         }
         Err(error) => {
             tracing::warn!(%error, "fusion failed; running the graph as recorded");
             graph.clone()
         }
-    }
-}
-
-/// The graph that materializing now would run, and the pending inputs it reads.
-fn pending_graph(state: &State) -> Result<(Graph, Vec<usize>)> {
-    let outputs: Vec<ValueId> = state.live()?.iter().map(|(_, value)| *value).collect();
-    Needed::of(state.builder.graph(), &outputs).extract(state.builder.graph(), &outputs)
-}
-
-/// Which values and nodes of a graph some outputs need.
-struct Needed {
-    values: Vec<bool>,
-    nodes: Vec<bool>,
-}
-
-impl Needed {
-    fn of(graph: &Graph, outputs: &[ValueId]) -> Needed {
-        let mut values = vec![false; graph.value_count()];
-        for output in outputs {
-            values[output.index_usize()] = true;
-        }
-        let mut nodes = vec![false; graph.node_count()];
-        // Creation order is topological, so one backward walk sees every user before its operands.
-        // Indexed rather than collected and reversed: this runs on every materialization.
-        for index in (0..graph.node_count()).rev() {
-            let node = graph.node(NodeId::new(index));
-            if node.results.iter().any(|result| values[result.index_usize()]) {
-                nodes[index] = true;
-                for operand in &node.operands {
-                    values[operand.index_usize()] = true;
-                }
-            }
-        }
-        Needed { values, nodes }
-    }
-
-    fn is_everything(&self, graph: &Graph) -> bool {
-        self.nodes.iter().all(|&needed| needed) && graph.inputs.iter().all(|input| self.values[input.index_usize()])
-    }
-
-    /// The needed nodes as a new graph with only the inputs they read and no names, so equal
-    /// work always prints (and caches) the same. Returns the indices of the inputs kept.
-    fn extract(&self, graph: &Graph, outputs: &[ValueId]) -> Result<(Graph, Vec<usize>)> {
-        let mut builder = GraphBuilder::new();
-        let mut map: Vec<Option<ValueId>> = vec![None; graph.value_count()];
-        let mut used_inputs = Vec::new();
-        for (index, &input) in graph.inputs.iter().enumerate() {
-            if self.values[input.index_usize()] {
-                map[input.index_usize()] = Some(builder.input(graph.ty(input).clone(), None));
-                used_inputs.push(index);
-            }
-        }
-        let mapped = |map: &[Option<ValueId>], value: ValueId| {
-            map[value.index_usize()].ok_or_else(|| Error::internal(format!("value {value} used before definition")))
-        };
-        for (node_id, node) in graph.nodes() {
-            if !self.nodes[node_id.index_usize()] {
-                continue;
-            }
-            let operands =
-                node.operands.iter().map(|&operand| mapped(&map, operand)).collect::<Result<SmallVec<[_; 4]>>>()?;
-            let result = builder.op(node.op.clone(), &operands)?;
-            let old = node.results.first().ok_or_else(|| Error::internal("a node without results"))?;
-            map[old.index_usize()] = Some(result);
-        }
-        let outputs = outputs.iter().map(|&output| mapped(&map, output)).collect::<Result<Vec<_>>>()?;
-        Ok((builder.finish(&outputs), used_inputs))
     }
 }
 

@@ -19,7 +19,7 @@ pub enum Error {
     /// The IR builder refused an op (a bug of this crate's own checks when it happens).
     #[error(transparent)]
     Infer(#[from] ttpu_ir::InferError),
-    /// The pending graph could not be lowered to StableHLO.
+    /// A recorded program could not be lowered to StableHLO.
     #[error(transparent)]
     Lower(#[from] ttpu_stablehlo::Error),
     /// Two shapes do not broadcast.

@@ -1,12 +1,12 @@
 //! Lazy tensors for ttpu, in PyTorch's vocabulary, run through PJRT.
 //!
-//! Ops on a [`Tensor`] are recorded into its [`Device`]'s pending graph instead of running
-//! ([`Mode::DeferAndFuse`], the default). When data is needed (`to_vec`, `item`, `to_host`,
-//! `materialize`, [`Device::sync`], or the pending graph passing its node limit), the work of
-//! every live pending tensor is extracted, fused (`ttpu_fuse`, exact rules only), lowered and
-//! compiled once per graph structure (an LRU cache keyed by the graph's canonical structure,
-//! optionally backed by disk), executed as one program and kept on the device
-//! until read. [`Mode::DeferNever`] launches each op at once instead, for comparison and
+//! Ops on a [`Tensor`] are recorded onto its [`Device`]'s pending tape instead of running
+//! ([`Mode::DeferAndFuse`], the default): one compact step per op, no IR yet. When data is
+//! needed (`to_vec`, `item`, `to_host`, `materialize`, [`Device::sync`], or the tape passing its
+//! op limit), the work of every live pending tensor is taken as one program and looked up in an
+//! LRU compile cache keyed by its structure (optionally backed by disk). Only a miss builds it
+//! into IR, fuses it (`ttpu_fuse`, exact rules only), lowers and compiles it. The program runs
+//! once and its results stay on the device until read. [`Mode::DeferNever`] launches each op at once instead, for comparison and
 //! debugging.
 //!
 //! ```
@@ -21,8 +21,9 @@
 //! ```
 //!
 //! Shape and dtype errors are returned when an op is recorded. Broadcasting and PyTorch type
-//! promotion become explicit IR nodes. This crate holds no `unsafe` code and knows no ATen or
-//! `.fx` name: it builds IR through `ttpu_ir::GraphBuilder` like any frontend.
+//! promotion become explicit IR nodes when a program is built. This crate holds no `unsafe` code
+//! and knows no ATen or `.fx` name: it builds IR through `ttpu_ir::GraphBuilder` like any
+//! frontend.
 
 #![warn(missing_docs)]
 
@@ -31,6 +32,7 @@ mod device;
 mod element;
 mod error;
 mod promote;
+mod tape;
 mod tensor;
 
 pub use device::{Counters, DEFAULT_CACHE_CAPACITY, DEFAULT_PENDING_LIMIT, Device, Mode};

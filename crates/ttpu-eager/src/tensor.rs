@@ -1,26 +1,24 @@
-//! `Tensor`: a handle to a value that is either still pending in its device's graph or held in
-//! a device buffer, and the PyTorch-style ops that record new tensors.
+//! `Tensor`: a handle to a value that is either still pending on its device's tape or held in a
+//! device buffer, and the PyTorch-style ops that record new tensors.
 //!
-//! A tensor holds an id into the pending graph or an `Arc` of its buffer, never a pointer to
-//! another tensor. Every op checks shapes and dtypes while recording (through
-//! `ttpu_ir::GraphBuilder` and the checks here), so errors surface at the call that caused them.
-//! Broadcasting and PyTorch type promotion become explicit `broadcast_in_dim` and `convert`
-//! nodes, as the IR requires.
+//! A tensor holds a slot of the pending tape or an `Arc` of its buffer, never a pointer to
+//! another tensor. Every op checks shapes and dtypes while recording (the checks here, and the
+//! graph builder the first time a signature is seen, see `tape`), so errors surface at the call
+//! that caused them. Each op records one tape step; broadcasting and PyTorch type promotion
+//! become explicit `broadcast_in_dim` and `convert` nodes when the tape is built into IR.
 
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, OnceLock};
 
 use smallvec::SmallVec;
-use ttpu_ir::{
-    BinaryOp, CompareDirection, DType, Dim, DotDims, GraphBuilder, Literal, ReduceKind, Scalar, Shape, TensorType,
-    UnaryOp, ValueId,
-};
+use ttpu_ir::{BinaryOp, CompareDirection, DType, ReduceKind, Scalar, Shape, TensorType, UnaryOp};
 use ttpu_pjrt::{Buffer, HostBuffer};
 
 use crate::element::{Element, element_type};
 use crate::promote::{
     Priority, broadcast_shapes, normalize_dim, normalize_dims, promote_types, result_type, static_dims,
 };
+use crate::tape::{Bits, MatmulPlan, Slot, TapeOp};
 use crate::{Device, Error, Result};
 
 /// A tensor on a [`Device`]. Cheap to clone (a shared handle); `Send + Sync`.
@@ -31,18 +29,22 @@ pub struct Tensor {
 
 pub(crate) struct TensorNode {
     pub(crate) device: Device,
-    /// Shared with the operand of the same type where there is one (most elementwise results):
-    /// recording then copies no type, and the node stays a small allocation.
+    /// Interned per device (one `Arc` per distinct type): recording copies no type, and the
+    /// node stays a small allocation.
     pub(crate) ty: Arc<TensorType>,
-    pub(crate) data: Mutex<Data>,
+    /// Where a recorded tensor's value is computed: `slot` of the pending tape of `epoch`.
+    /// `None` for tensors made from host data.
+    pub(crate) recorded_at: Option<RecordedAt>,
+    /// The value on the device, once computed. Set once and never replaced, so reading it needs
+    /// no lock (recording reads it for every operand).
+    pub(crate) buffer: OnceLock<Arc<Buffer>>,
 }
 
-/// Where a tensor's value is.
-pub(crate) enum Data {
-    /// Not computed yet: `value` of the pending graph of `epoch`.
-    Pending { epoch: u64, value: ValueId },
-    /// Computed and held on the device.
-    Ready(Arc<Buffer>),
+/// The tape slot a recorded tensor's value comes from.
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct RecordedAt {
+    pub(crate) epoch: u64,
+    pub(crate) slot: Slot,
 }
 
 /// The second operand of an elementwise op.
@@ -80,7 +82,7 @@ impl Tensor {
         }
         let buffer = device.inner.client.buffer_from_host(bytes, element_type(dtype), dims)?;
         device.count_to_device(bytes.len());
-        Ok(Tensor::ready(device, TensorType::new(dtype, shape), buffer))
+        Tensor::ready(device, TensorType::new(dtype, shape), buffer)
     }
 
     /// Every tensor of a safetensors file's bytes, sorted by name, copied to `device`.
@@ -107,11 +109,8 @@ impl Tensor {
 
     /// A tensor of `dims` whose every element is `value` (recorded, not transferred).
     pub fn full<T: Element>(device: &Device, value: T, dims: &[i64]) -> Result<Tensor> {
-        let shape = checked_shape(dims)?;
-        device.record(&[], |builder, _| {
-            let scalar = builder.constant(Literal::scalar(T::DTYPE, value.to_scalar()));
-            Ok(builder.broadcast_in_dim(scalar, &[], shape)?)
-        })
+        checked_shape(dims)?;
+        device.record(&[], TapeOp::Full { dtype: T::DTYPE, value: Bits(value.to_scalar()), dims: dims.into() })
     }
 
     /// A rank-0 tensor holding `value`.
@@ -119,9 +118,11 @@ impl Tensor {
         Tensor::full(device, value, &[])
     }
 
-    fn ready(device: &Device, ty: TensorType, buffer: Buffer) -> Tensor {
-        let data = Mutex::new(Data::Ready(Arc::new(buffer)));
-        Tensor { node: Arc::new(TensorNode { device: device.clone(), ty: Arc::new(ty), data }) }
+    fn ready(device: &Device, ty: TensorType, buffer: Buffer) -> Result<Tensor> {
+        let ty = device.state()?.types.intern(ty);
+        let node =
+            TensorNode { device: device.clone(), ty, recorded_at: None, buffer: OnceLock::from(Arc::new(buffer)) };
+        Ok(Tensor { node: Arc::new(node) })
     }
 
     /// The device holding this tensor.
@@ -157,7 +158,7 @@ impl Tensor {
 
     /// Whether the value is still pending (not computed on the device yet).
     pub fn is_pending(&self) -> bool {
-        self.node.data.lock().is_ok_and(|data| matches!(*data, Data::Pending { .. }))
+        self.node.buffer.get().is_none()
     }
 
     /// Computes the tensor (and all other pending live tensors) on the device, without copying
@@ -195,14 +196,15 @@ impl Tensor {
         if self.rank() == 0 { Priority::ZeroDim } else { Priority::Dimensioned }
     }
 
-    /// Records an elementwise op of `self` and `rhs`: both are promoted to `dtype` (from the
-    /// common dtype through `compute_dtype`) and broadcast to one shape, then `build` runs.
+    /// Records an elementwise op of `self` and `rhs`: both are promoted to a dtype (from the
+    /// common dtype through `compute_dtype`) and broadcast to one shape, then `make` gives the
+    /// op on that dtype and the scalar operand, if any.
     fn elementwise(
         &self,
         rhs: Operand<'_>,
         op: &'static str,
         compute_dtype: impl FnOnce(DType) -> Option<DType>,
-        build: impl FnOnce(&mut GraphBuilder, ValueId, ValueId) -> Result<ValueId>,
+        make: impl FnOnce(DType, Option<Bits>) -> TapeOp,
     ) -> Result<Tensor> {
         let scalar_shape;
         let (rhs_dtype, rhs_priority, rhs_shape) = match rhs {
@@ -219,20 +221,14 @@ impl Tensor {
             result_type(&[(self.dtype(), self.priority()), (rhs_dtype, rhs_priority)])
         };
         let dtype = compute_dtype(common).ok_or(Error::UnsupportedDType { op, dtype: common })?;
-        let shape = broadcast_shapes(self.shape(), rhs_shape)?;
-        let operands: SmallVec<[&Tensor; 2]> = match rhs {
-            Operand::Tensor(tensor) => smallvec::smallvec![self, tensor],
-            Operand::Scalar(..) => smallvec::smallvec![self],
-        };
-        self.node.device.record(&operands, |builder, values| {
-            let rhs_value = match rhs {
-                Operand::Tensor(_) => values[1],
-                Operand::Scalar(value, _) => builder.constant(Literal::scalar(dtype, value)),
-            };
-            let lhs = cast(builder, values[0], dtype, &shape)?;
-            let rhs = cast(builder, rhs_value, dtype, &shape)?;
-            build(builder, lhs, rhs)
-        })
+        // Checked here so that the error names both shapes; the tape builds the broadcast.
+        if self.shape() != rhs_shape {
+            broadcast_shapes(self.shape(), rhs_shape)?;
+        }
+        match rhs {
+            Operand::Tensor(tensor) => self.node.device.record(&[self, tensor], make(dtype, None)),
+            Operand::Scalar(value, _) => self.node.device.record(&[self], make(dtype, Some(Bits(value)))),
+        }
     }
 
     fn binary(&self, rhs: Operand<'_>, op: &'static str, binary: BinaryOp) -> Result<Tensor> {
@@ -242,11 +238,11 @@ impl Tensor {
             BinaryOp::Subtract | BinaryOp::Power if dtype.is_bool() => None,
             _ => Some(dtype),
         };
-        self.elementwise(rhs, op, compute_dtype, move |builder, lhs, rhs| Ok(builder.binary(binary, lhs, rhs)?))
+        self.elementwise(rhs, op, compute_dtype, |dtype, scalar| TapeOp::Binary { op: binary, dtype, scalar })
     }
 
     fn compare(&self, rhs: Operand<'_>, op: &'static str, direction: CompareDirection) -> Result<Tensor> {
-        self.elementwise(rhs, op, Some, move |builder, lhs, rhs| Ok(builder.compare(direction, lhs, rhs)?))
+        self.elementwise(rhs, op, Some, |dtype, scalar| TapeOp::Compare { direction, dtype, scalar })
     }
 
     /// `self + other`, broadcasting and promoting like PyTorch.
@@ -373,10 +369,7 @@ impl Tensor {
     /// does for `exp`, `log`, ...
     fn float_unary(&self, unary: UnaryOp) -> Result<Tensor> {
         let dtype = if self.dtype().is_float() { self.dtype() } else { DType::F32 };
-        self.node.device.record(&[self], |builder, values| {
-            let operand = builder_convert(builder, values[0], dtype)?;
-            Ok(builder.unary(unary, operand)?)
-        })
+        self.node.device.record(&[self], TapeOp::FloatUnary { op: unary, dtype })
     }
 
     /// `exp(self)`.
@@ -423,7 +416,7 @@ impl Tensor {
         if matches!(self.dtype(), DType::Bool | DType::U8) {
             return Err(Error::UnsupportedDType { op, dtype: self.dtype() });
         }
-        self.node.device.record(&[self], |builder, values| Ok(builder.unary(unary, values[0])?))
+        self.node.device.record(&[self], TapeOp::Unary(unary))
     }
 
     /// `max(self, 0)`; not defined for bool.
@@ -431,11 +424,7 @@ impl Tensor {
         if self.dtype().is_bool() {
             return Err(Error::UnsupportedDType { op: "relu", dtype: DType::Bool });
         }
-        let (dtype, shape) = (self.dtype(), self.shape().clone());
-        self.node.device.record(&[self], |builder, values| {
-            let zero = splat(builder, dtype, Scalar::Int(0), shape.dims())?;
-            Ok(builder.binary(BinaryOp::Maximum, values[0], zero)?)
-        })
+        self.node.device.record(&[self], TapeOp::Relu)
     }
 
     /// Elementwise conversion to `dtype` (`tensor.to(dtype)`).
@@ -443,7 +432,7 @@ impl Tensor {
         if dtype == self.dtype() {
             return Ok(self.clone());
         }
-        self.node.device.record(&[self], |builder, values| Ok(builder.convert(values[0], dtype)?))
+        self.node.device.record(&[self], TapeOp::Convert(dtype))
     }
 
     /// `torch.where(self, on_true, on_false)`: `self` must be bool; all three broadcast.
@@ -452,88 +441,28 @@ impl Tensor {
             return Err(Error::UnsupportedDType { op: "where condition", dtype: self.dtype() });
         }
         let dtype = result_type(&[(on_true.dtype(), on_true.priority()), (on_false.dtype(), on_false.priority())]);
-        let shape = broadcast_shapes(&broadcast_shapes(self.shape(), on_true.shape())?, on_false.shape())?;
-        self.node.device.record(&[self, on_true, on_false], |builder, values| {
-            let pred = cast(builder, values[0], DType::Bool, &shape)?;
-            let on_true = cast(builder, values[1], dtype, &shape)?;
-            let on_false = cast(builder, values[2], dtype, &shape)?;
-            Ok(builder.select(pred, on_true, on_false)?)
-        })
+        broadcast_shapes(&broadcast_shapes(self.shape(), on_true.shape())?, on_false.shape())?;
+        self.node.device.record(&[self, on_true, on_false], TapeOp::Where { dtype })
     }
 
     /// Matrix product, as `torch.matmul`: 1-D operands are vectors, and dims before the last
     /// two are batch dims that broadcast.
     pub fn matmul(&self, other: &Tensor) -> Result<Tensor> {
         let mismatch = || Error::Matmul { lhs: Box::new(self.shape().clone()), rhs: Box::new(other.shape().clone()) };
-        let (lhs_dims, rhs_dims) = (self.dims(), other.dims());
-        if lhs_dims.is_empty() || rhs_dims.is_empty() {
-            return Err(mismatch());
-        }
-        // A vector becomes a matrix of one row (lhs) or one column (rhs); that dim is dropped
-        // from the result again.
-        let lhs_matrix: Vec<i64> = if lhs_dims.len() == 1 { vec![1, lhs_dims[0]] } else { lhs_dims.clone() };
-        let rhs_matrix: Vec<i64> = if rhs_dims.len() == 1 { vec![rhs_dims[0], 1] } else { rhs_dims.clone() };
-        let (lhs_batch, lhs_mk) = lhs_matrix.split_at(lhs_matrix.len() - 2);
-        let (rhs_batch, rhs_kn) = rhs_matrix.split_at(rhs_matrix.len() - 2);
-        if lhs_mk[1] != rhs_kn[0] {
-            return Err(mismatch());
-        }
-        let batch =
-            broadcast_shapes(&Shape::from_static(lhs_batch), &Shape::from_static(rhs_batch)).map_err(|_| mismatch())?;
-        let batch = static_dims(&batch);
+        MatmulPlan::of(&self.dims(), &other.dims()).ok_or_else(mismatch)?;
         let dtype = result_type(&[(self.dtype(), Priority::Dimensioned), (other.dtype(), Priority::Dimensioned)]);
         if dtype.is_bool() {
             return Err(Error::UnsupportedDType { op: "matmul", dtype });
         }
-        let mut result_dims: Vec<i64> = batch.to_vec();
-        if lhs_dims.len() > 1 {
-            result_dims.push(lhs_mk[0]);
-        }
-        if rhs_dims.len() > 1 {
-            result_dims.push(rhs_kn[1]);
-        }
-        let n_batch = batch.len() as i64;
-        let lhs_full: Vec<i64> = batch.iter().copied().chain(lhs_mk.iter().copied()).collect();
-        let rhs_full: Vec<i64> = batch.iter().copied().chain(rhs_kn.iter().copied()).collect();
-        self.node.device.record(&[self, other], |builder, values| {
-            let lhs = builder_convert(builder, values[0], dtype)?;
-            let rhs = builder_convert(builder, values[1], dtype)?;
-            let lhs = builder.reshape(lhs, Shape::from_static(&lhs_matrix))?;
-            let rhs = builder.reshape(rhs, Shape::from_static(&rhs_matrix))?;
-            let lhs = broadcast_to(builder, lhs, &Shape::from_static(&lhs_full))?;
-            let rhs = broadcast_to(builder, rhs, &Shape::from_static(&rhs_full))?;
-            let batch_dims: SmallVec<[i64; 4]> = (0..n_batch).collect();
-            let dims = DotDims {
-                lhs_batch: batch_dims.clone(),
-                rhs_batch: batch_dims,
-                lhs_contracting: smallvec::smallvec![n_batch + 1],
-                rhs_contracting: smallvec::smallvec![n_batch],
-            };
-            let product = builder.dot_general(lhs, rhs, dims)?;
-            reshape_if_needed(builder, product, &result_dims)
-        })
+        self.node.device.record(&[self, other], TapeOp::Matmul { dtype })
     }
 
     /// Records `reduce` of `kind` over `dims` (all dims when empty), keeping reduced dims as
     /// size 1 when `keep` is set.
     fn reduce(&self, op: &'static str, kind: ReduceKind, dims: &[i64], dtype: DType, keep: Keep) -> Result<Tensor> {
         let axes = reduce_axes(dims, self.rank())?;
-        let kept_dims = keep_dims(&self.dims(), &axes);
-        let mean = op == "mean";
-        self.node.device.record(&[self], |builder, values| {
-            let operand = builder_convert(builder, values[0], dtype)?;
-            let mut res = builder.reduce(operand, kind, &axes)?;
-            if mean {
-                let count: i64 = axes.iter().map(|&axis| self.dims()[axis as usize]).product();
-                let reduced_shape = builder.ty(res).shape.clone();
-                let divisor = splat(builder, dtype, Scalar::Int(count), reduced_shape.dims())?;
-                res = builder.binary(BinaryOp::Divide, res, divisor)?;
-            }
-            match keep {
-                Keep::Yes => reshape_if_needed(builder, res, &kept_dims),
-                Keep::No => Ok(res),
-            }
-        })
+        let (mean, keep) = (op == "mean", matches!(keep, Keep::Yes));
+        self.node.device.record(&[self], TapeOp::Reduce { kind, axes: axes.into(), dtype, mean, keep })
     }
 
     fn sum_dtype(&self) -> DType {
@@ -595,20 +524,7 @@ impl Tensor {
             return Err(Error::UnsupportedDType { op: "softmax", dtype: self.dtype() });
         }
         let axis = normalize_dim(dim, self.rank())? as i64;
-        let shape = self.shape().clone();
-        let kept_dims = keep_dims(&self.dims(), &[axis]);
-        self.node.device.record(&[self], |builder, values| {
-            let x = values[0];
-            let max = builder.reduce(x, ReduceKind::Max, &[axis])?;
-            let max = reshape_if_needed(builder, max, &kept_dims)?;
-            let max = broadcast_to(builder, max, &shape)?;
-            let shifted = builder.binary(BinaryOp::Subtract, x, max)?;
-            let exp = builder.unary(UnaryOp::Exponential, shifted)?;
-            let sum = builder.reduce(exp, ReduceKind::Sum, &[axis])?;
-            let sum = reshape_if_needed(builder, sum, &kept_dims)?;
-            let sum = broadcast_to(builder, sum, &shape)?;
-            Ok(builder.binary(BinaryOp::Divide, exp, sum)?)
-        })
+        self.node.device.record(&[self], TapeOp::Softmax { axis })
     }
 
     /// `(x - mean) / sqrt(var + eps) * weight + bias` over the trailing `normalized_shape` dims,
@@ -639,43 +555,15 @@ impl Tensor {
                 });
             }
         }
-        let (dtype, shape) = (self.dtype(), self.shape().clone());
-        let first = (dims.len() - normalized_shape.len()) as i64;
-        let axes: Vec<i64> = (first..dims.len() as i64).collect();
-        let kept_dims = keep_dims(&dims, &axes);
-        let count: i64 = normalized_shape.iter().product();
         let mut operands = vec![self];
         operands.extend(weight);
         operands.extend(bias);
-        let has_weight = weight.is_some();
-        self.node.device.record(&operands, |builder, values| {
-            let x = values[0];
-            let mean_of = |builder: &mut GraphBuilder, value: ValueId| -> Result<ValueId> {
-                let sum = builder.reduce(value, ReduceKind::Sum, &axes)?;
-                let sum = reshape_if_needed(builder, sum, &kept_dims)?;
-                let divisor = splat(builder, dtype, Scalar::Int(count), &kept_dims_as_shape(&kept_dims))?;
-                let mean = builder.binary(BinaryOp::Divide, sum, divisor)?;
-                broadcast_to(builder, mean, &shape)
-            };
-            let mean = mean_of(builder, x)?;
-            let centered = builder.binary(BinaryOp::Subtract, x, mean)?;
-            let squared = builder.binary(BinaryOp::Multiply, centered, centered)?;
-            let variance = mean_of(builder, squared)?;
-            let eps = splat(builder, dtype, Scalar::Float(eps), shape.dims())?;
-            let shifted = builder.binary(BinaryOp::Add, variance, eps)?;
-            let inv_std = builder.unary(UnaryOp::Rsqrt, shifted)?;
-            let mut res = builder.binary(BinaryOp::Multiply, centered, inv_std)?;
-            let mut params = values[1..].iter();
-            if has_weight && let Some(&weight) = params.next() {
-                let weight = cast(builder, weight, dtype, &shape)?;
-                res = builder.binary(BinaryOp::Multiply, res, weight)?;
-            }
-            if let Some(&bias) = params.next() {
-                let bias = cast(builder, bias, dtype, &shape)?;
-                res = builder.binary(BinaryOp::Add, res, bias)?;
-            }
-            Ok(res)
-        })
+        let op = TapeOp::LayerNorm {
+            normalized_rank: normalized_shape.len(),
+            eps: Bits(Scalar::Float(eps)),
+            has_weight: weight.is_some(),
+        };
+        self.node.device.record(&operands, op)
     }
 
     /// The same elements in another shape; one size may be `-1` and is inferred.
@@ -705,9 +593,7 @@ impl Tensor {
         if resolved == self.dims() {
             return Ok(self.clone());
         }
-        self.node
-            .device
-            .record(&[self], |builder, values| Ok(builder.reshape(values[0], Shape::from_static(&resolved))?))
+        self.node.device.record(&[self], TapeOp::Reshape(resolved.into()))
     }
 
     /// Reorders dims: result dim `i` is dim `permutation[i]` of `self`.
@@ -717,7 +603,7 @@ impl Tensor {
         if permutation.len() != rank {
             return Err(error());
         }
-        let mut order = Vec::with_capacity(rank);
+        let mut order = SmallVec::<[i64; 4]>::with_capacity(rank);
         for &dim in permutation {
             let index = normalize_dim(dim, rank).map_err(|_| error())?;
             if order.contains(&(index as i64)) {
@@ -725,7 +611,7 @@ impl Tensor {
             }
             order.push(index as i64);
         }
-        self.node.device.record(&[self], |builder, values| Ok(builder.transpose(values[0], &order)?))
+        self.node.device.record(&[self], TapeOp::Transpose(order))
     }
 
     /// Swaps dims `dim0` and `dim1`.
@@ -767,13 +653,7 @@ impl Tensor {
         let size = dims[axis];
         let clamp = |bound: i64| if bound < 0 { bound.saturating_add(size).max(0) } else { bound.min(size) };
         let (start, end) = (clamp(start), clamp(end).max(clamp(start)));
-        let mut starts = vec![0i64; dims.len()];
-        let mut limits = dims.clone();
-        let mut strides = vec![1i64; dims.len()];
-        starts[axis] = start;
-        limits[axis] = end;
-        strides[axis] = step;
-        self.node.device.record(&[self], |builder, values| Ok(builder.slice(values[0], &starts, &limits, &strides)?))
+        self.node.device.record(&[self], TapeOp::Slice { axis, start, end, step })
     }
 
     /// Joins `tensors` along `dim`; dtypes promote and every other dim must match.
@@ -794,11 +674,7 @@ impl Tensor {
             }
         }
         let dtype = tensors.iter().map(|tensor| tensor.dtype()).reduce(promote_types).unwrap_or(first.dtype());
-        first.node.device.record(tensors, |builder, values| {
-            let converted =
-                values.iter().map(|&value| builder_convert(builder, value, dtype)).collect::<Result<Vec<_>>>()?;
-            Ok(builder.concatenate(&converted, axis as i64)?)
-        })
+        first.node.device.record(tensors, TapeOp::Cat { axis, dtype })
     }
 
     /// Broadcasts to `dims`, as `tensor.expand` (no `-1` sizes).
@@ -813,7 +689,7 @@ impl Tensor {
                 rhs_size: 0,
             });
         }
-        self.node.device.record(&[self], |builder, values| broadcast_to(builder, values[0], &shape))
+        self.node.device.record(&[self], TapeOp::BroadcastTo(dims.into()))
     }
 }
 
@@ -859,54 +735,6 @@ fn reduce_axes(dims: &[i64], rank: usize) -> Result<Vec<i64>> {
         return Ok((0..rank as i64).collect());
     }
     Ok(normalize_dims(dims, rank)?.into_iter().map(|index| index as i64).collect())
-}
-
-/// `dims` with every axis in `axes` set to 1.
-fn keep_dims(dims: &[i64], axes: &[i64]) -> Vec<i64> {
-    dims.iter().enumerate().map(|(index, &size)| if axes.contains(&(index as i64)) { 1 } else { size }).collect()
-}
-
-fn kept_dims_as_shape(dims: &[i64]) -> Vec<Dim> {
-    dims.iter().map(|&size| Dim::Static(size)).collect()
-}
-
-/// `value` converted to `dtype` (no node when it already has it).
-fn builder_convert(builder: &mut GraphBuilder, value: ValueId, dtype: DType) -> Result<ValueId> {
-    if builder.ty(value).dtype == dtype { Ok(value) } else { Ok(builder.convert(value, dtype)?) }
-}
-
-/// `value` broadcast to `shape`, aligned on the right (no node when it already has it).
-fn broadcast_to(builder: &mut GraphBuilder, value: ValueId, shape: &Shape) -> Result<ValueId> {
-    let operand_rank = builder.ty(value).rank();
-    if builder.ty(value).shape == *shape {
-        return Ok(value);
-    }
-    let offset = shape
-        .rank()
-        .checked_sub(operand_rank)
-        .ok_or_else(|| Error::internal(format!("broadcast of rank {operand_rank} to {shape}")))?
-        as i64;
-    let dims: SmallVec<[i64; 4]> = (0..operand_rank as i64).map(|index| index + offset).collect();
-    Ok(builder.broadcast_in_dim(value, &dims, shape.clone())?)
-}
-
-/// `value` converted to `dtype` and broadcast to `shape`.
-fn cast(builder: &mut GraphBuilder, value: ValueId, dtype: DType, shape: &Shape) -> Result<ValueId> {
-    let converted = builder_convert(builder, value, dtype)?;
-    broadcast_to(builder, converted, shape)
-}
-
-/// `value` reshaped to `dims` (no node when it already has them).
-fn reshape_if_needed(builder: &mut GraphBuilder, value: ValueId, dims: &[i64]) -> Result<ValueId> {
-    let shape = Shape::from_static(dims);
-    if builder.ty(value).shape == shape { Ok(value) } else { Ok(builder.reshape(value, shape)?) }
-}
-
-/// A tensor of `dims` whose every element is `value`, as a scalar constant broadcast.
-fn splat(builder: &mut GraphBuilder, dtype: DType, value: Scalar, dims: &[Dim]) -> Result<ValueId> {
-    let scalar = builder.constant(Literal::scalar(dtype, value));
-    let shape: Shape = dims.iter().cloned().collect();
-    broadcast_to(builder, scalar, &shape)
 }
 
 impl fmt::Debug for Tensor {

@@ -206,25 +206,46 @@ impl Buffer {
 
     /// Copies the buffer to host memory as a dense row-major array and waits
     /// for the copy to finish.
+    ///
+    /// A buffer that already lies in host memory in that very layout (any
+    /// buffer of the CPU plugins) is copied directly once it is ready, on
+    /// this thread. Otherwise the plugin copies it
+    /// (`PJRT_Buffer_ToHostBuffer`), which the CPU plugin queues to another
+    /// thread: for `f32[64]` that hand-off made a download take about 47 us
+    /// instead of 0.5 us, and 1 MiB took 100 us instead of 33 us.
     pub fn to_host(&self) -> Result<HostBuffer> {
-        self.download(false)
+        self.download(Readback::Auto)
     }
 
-    /// [`to_host`](Self::to_host); `force_layout` always sends the explicit
-    /// row-major host layout (so tests can cover that path too).
-    fn download(&self, force_layout: bool) -> Result<HostBuffer> {
+    /// [`to_host`](Self::to_host) by the given route (tests cover each).
+    fn download(&self, readback: Readback) -> Result<HostBuffer> {
         let element_type = self.element_type()?;
         let dims = self.dims()?;
         let size = dense_byte_size(element_type, &dims)?;
-        let f = api_fn!(self.api(), PJRT_Buffer_ToHostBuffer)?;
 
-        // Row-major is minor_to_major = [rank-1, ..., 0] without tiling. We
-        // ask for it explicitly unless the buffer already has that layout:
-        // an explicit host layout sends the CPU plugin down a conversion
-        // path that makes a 1 MiB download about twice as slow.
+        // Row-major is minor_to_major = [rank-1, ..., 0] without tiling.
         let rank = i64::try_from(dims.len()).map_err(|_| Error::InvalidDims { dims: dims.clone() })?;
         let minor_to_major: Vec<i64> = (0..rank).rev().collect();
-        let already_row_major = !force_layout && self.has_untiled_layout(&minor_to_major);
+        let already_row_major = readback != Readback::ForceLayout && self.has_untiled_layout(&minor_to_major);
+        if readback == Readback::Auto
+            && already_row_major
+            && let Some(data) = self.read_in_place(size)?
+        {
+            return Ok(HostBuffer { element_type, dims, data });
+        }
+        let data = self.copy_to_host(size, &minor_to_major, already_row_major)?;
+        Ok(HostBuffer { element_type, dims, data })
+    }
+
+    /// Copies `size` bytes through `PJRT_Buffer_ToHostBuffer` and waits for
+    /// the copy. `minor_to_major` is the row-major order, requested as the
+    /// host layout unless `already_row_major`.
+    fn copy_to_host(&self, size: usize, minor_to_major: &[i64], already_row_major: bool) -> Result<Vec<u8>> {
+        let f = api_fn!(self.api(), PJRT_Buffer_ToHostBuffer)?;
+
+        // We ask for the row-major layout explicitly unless the buffer
+        // already has it: an explicit host layout sends the CPU plugin down
+        // a conversion path that makes a 1 MiB download about twice as slow.
         let mut layout = sys::PJRT_Buffer_MemoryLayout::sized();
         layout.type_ = sys::PJRT_Buffer_MemoryLayout_Type_Tiled;
         let mut tiled = sys::PJRT_Buffer_MemoryLayout_Tiled::sized();
@@ -248,8 +269,106 @@ impl Buffer {
         if let Some(event) = Event::from_raw(self.api(), args.event) {
             event.wait()?;
         }
-        Ok(HostBuffer { element_type, dims, data })
+        Ok(data)
     }
+
+    /// Reads the buffer's `size` dense bytes straight from its memory, once
+    /// it is ready: the fast path of [`to_host`](Self::to_host), for a
+    /// buffer whose untiled row-major layout the caller has checked.
+    ///
+    /// `Ok(None)` when the buffer does not qualify or the plugin cannot
+    /// tell (not in host memory, an allocation of another size, a call
+    /// missing or failing); the caller then copies through the plugin,
+    /// which reports any real problem. Only an error of the buffer itself
+    /// (its ready event failed, e.g. the program that produced it) is
+    /// returned, as the plugin's copy would return it too.
+    fn read_in_place(&self, size: usize) -> Result<Option<Vec<u8>>> {
+        // The allocation must be exactly the dense size: a larger one means
+        // padding or a bounded dynamic shape, whose rows do not lie densely
+        // at the start.
+        if !self.is_on_cpu() || self.on_device_size_in_bytes().ok() != Some(size) {
+            return Ok(None);
+        }
+        let Some(ready) = self.ready_event() else {
+            return Ok(None);
+        };
+        ready.wait()?;
+        if size == 0 {
+            // Nothing to read; an empty allocation may have no address.
+            return Ok(Some(Vec::new()));
+        }
+        let Some(ptr) = self.unsafe_pointer() else {
+            return Ok(None);
+        };
+        // SAFETY: `ptr` is the start of this buffer's allocation, which
+        // is host memory (`PJRT_Buffer_IsOnCpu`) of exactly `size` bytes
+        // (`PJRT_Buffer_OnDeviceSizeInBytes`) holding the elements dense and
+        // row-major in their host representation (untiled major-to-minor
+        // layout, checked by the caller), so the range is readable and the
+        // bytes are what `PJRT_Buffer_ToHostBuffer` would copy. It stays
+        // allocated for the copy: we own the buffer and `&self` keeps it from
+        // being destroyed. Nothing writes it meanwhile: the ready event has
+        // completed, so the transfer or execution that defined it is done,
+        // and PJRT buffers are immutable once defined; the only other writer
+        // would be an execution the buffer is donated to, and none is, since
+        // `LoadedExecutable::execute` marks every input non-donatable.
+        let bytes = unsafe { std::slice::from_raw_parts(ptr.as_ptr().cast_const(), size) };
+        Ok(Some(bytes.to_vec()))
+    }
+
+    /// Whether the buffer lies in memory the host can read directly;
+    /// `false` whenever the plugin cannot say.
+    fn is_on_cpu(&self) -> bool {
+        let Ok(f) = api_fn!(self.api(), PJRT_Buffer_IsOnCpu) else {
+            return false;
+        };
+        let mut args = sys::PJRT_Buffer_IsOnCpu_Args::sized();
+        args.buffer = self.raw();
+        // SAFETY: the buffer is alive (owned by `self`); only the out field
+        // is written.
+        unsafe { self.api().call(f, &mut args) }.is_ok() && args.is_on_cpu
+    }
+
+    /// The event that completes when the buffer's data is ready (or has
+    /// failed); `None` when the plugin cannot give one.
+    fn ready_event(&self) -> Option<Event> {
+        let f = api_fn!(self.api(), PJRT_Buffer_ReadyEvent).ok()?;
+        let mut args = sys::PJRT_Buffer_ReadyEvent_Args::sized();
+        args.buffer = self.raw();
+        // SAFETY: the buffer is alive (owned by `self`); only the out field
+        // is written, and the event it returns is ours to destroy.
+        unsafe { self.api().call(f, &mut args) }.ok()?;
+        Event::from_raw(self.api(), args.event)
+    }
+
+    /// Address of the buffer's memory (`PJRT_Buffer_UnsafePointer`);
+    /// `None` when the plugin cannot give one.
+    fn unsafe_pointer(&self) -> Option<NonNull<u8>> {
+        let f = api_fn!(self.api(), PJRT_Buffer_UnsafePointer).ok()?;
+        let mut args = sys::PJRT_Buffer_UnsafePointer_Args::sized();
+        args.buffer = self.raw();
+        // SAFETY: the buffer is alive (owned by `self`); only the out field
+        // is written.
+        unsafe { self.api().call(f, &mut args) }.ok()?;
+        // The plugin hands out an address of memory it allocated: take its
+        // provenance as exposed.
+        NonNull::new(std::ptr::with_exposed_provenance_mut::<u8>(args.buffer_pointer))
+    }
+}
+
+/// The route [`Buffer::download`] takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Readback {
+    /// Read in place when the buffer allows it, else
+    /// `PJRT_Buffer_ToHostBuffer`: what [`Buffer::to_host`] does.
+    Auto,
+    /// Always `PJRT_Buffer_ToHostBuffer`, passing no host layout when the
+    /// buffer is already row-major.
+    #[cfg_attr(not(test), allow(dead_code))]
+    ToHostBuffer,
+    /// Always `PJRT_Buffer_ToHostBuffer` with the explicit row-major host
+    /// layout.
+    ForceLayout,
 }
 
 impl Buffer {
@@ -337,16 +456,89 @@ mod tests {
         assert!(dense_byte_size(ElementType::F64, &[i64::MAX, i64::MAX]).is_err());
     }
 
+    fn cpu_client() -> crate::Client {
+        let path = crate::find_plugin().unwrap_or_else(|e| panic!("{e}"));
+        crate::Client::new(&crate::Plugin::load(path).expect("load")).expect("client")
+    }
+
+    #[test]
+    fn in_place_reads_match_plugin_copies() {
+        let client = cpu_client();
+        let bf16: Vec<u8> = [0x3f80u16, 0x8000, 0x0001, 0xff80, 0x7fc1].iter().flat_map(|v| v.to_ne_bytes()).collect();
+        let cases: Vec<(ElementType, Vec<i64>, Vec<u8>)> = vec![
+            (ElementType::F32, vec![], 7.25f32.to_ne_bytes().to_vec()),
+            (ElementType::S32, vec![0], vec![]),
+            (ElementType::F32, vec![2, 0, 3], vec![]),
+            (ElementType::Pred, vec![2, 3], vec![1, 0, 0, 1, 1, 0]),
+            (ElementType::Pred, vec![], vec![1]),
+            (ElementType::BF16, vec![5], bf16),
+            (ElementType::U8, vec![3, 1, 2], vec![0, 1, 127, 128, 254, 255]),
+            (ElementType::S64, vec![1, 1, 2], [i64::MIN, i64::MAX].iter().flat_map(|v| v.to_ne_bytes()).collect()),
+            (ElementType::F64, vec![2, 3, 4], (0..24).flat_map(|i| (f64::from(i) * -0.5).to_ne_bytes()).collect()),
+            (ElementType::F32, vec![64], (0..64).flat_map(|i| (i as f32 / 3.0).to_ne_bytes()).collect()),
+        ];
+        for (element_type, dims, data) in cases {
+            let what = format!("{element_type}{dims:?}");
+            let buffer = client.buffer_from_host(&data, element_type, &dims).expect("upload");
+            // The fast path really applies on the CPU plugin: row-major,
+            // in host memory, readable in place.
+            let minor_to_major: Vec<i64> = (0..dims.len() as i64).rev().collect();
+            assert!(buffer.has_untiled_layout(&minor_to_major), "{what}: not row-major on the device");
+            let in_place = buffer.read_in_place(data.len()).expect("read in place");
+            assert_eq!(in_place.as_ref(), Some(&data), "{what}: direct read");
+            for readback in [Readback::Auto, Readback::ToHostBuffer, Readback::ForceLayout] {
+                let host = buffer.download(readback).expect("download");
+                assert_eq!(
+                    (host.element_type, &host.dims, &host.data),
+                    (element_type, &dims, &data),
+                    "{what}: {readback:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn in_place_reads_of_execution_results_match_plugin_copies() {
+        // Results of a synchronous client (`new`) and of an asynchronous one
+        // (no options: the CPU plugin's default), written on another thread.
+        let plugin = crate::Plugin::load(crate::find_plugin().unwrap_or_else(|e| panic!("{e}"))).expect("load");
+        for client in [cpu_client(), crate::Client::with_options(&plugin, &[]).expect("client")] {
+            let exe = client
+                .compile(
+                    r#"
+module {
+  func.func @main(%arg0: tensor<64xf32>) -> (tensor<64xf32>, tensor<64xi1>) {
+    %0 = "stablehlo.multiply"(%arg0, %arg0) : (tensor<64xf32>, tensor<64xf32>) -> tensor<64xf32>
+    %1 = "stablehlo.compare"(%0, %arg0) {comparison_direction = #stablehlo<comparison_direction GT>} : (tensor<64xf32>, tensor<64xf32>) -> tensor<64xi1>
+    return %0, %1 : tensor<64xf32>, tensor<64xi1>
+  }
+}
+"#,
+                )
+                .expect("compile");
+            let values: Vec<f32> = (0..64).map(|i| i as f32 / 8.0).collect();
+            let data: Vec<u8> = values.iter().flat_map(|v| v.to_ne_bytes()).collect();
+            let x = client.buffer_from_host(&data, ElementType::F32, &[64]).expect("upload");
+            let out = exe.execute(&[&x]).expect("execute");
+            let squares: Vec<u8> = values.iter().flat_map(|v| (v * v).to_ne_bytes()).collect();
+            let greater: Vec<u8> = values.iter().map(|&v| u8::from(v * v > v)).collect();
+            for (buffer, expected) in out.iter().zip([squares, greater]) {
+                assert_eq!(buffer.read_in_place(expected.len()).expect("read in place").as_ref(), Some(&expected));
+                assert_eq!(buffer.download(Readback::ToHostBuffer).expect("copy").data, expected);
+                assert_eq!(buffer.to_host().expect("to_host").data, expected);
+            }
+        }
+    }
+
     #[test]
     fn explicit_row_major_host_layout_downloads_correctly() {
-        let path = crate::find_plugin().unwrap_or_else(|e| panic!("{e}"));
-        let client = crate::Client::new(&crate::Plugin::load(path).expect("load")).expect("client");
+        let client = cpu_client();
         let data: Vec<u8> = (0..24i32).flat_map(|v| v.to_ne_bytes()).collect();
         let buffer = client.buffer_from_host(&data, ElementType::S32, &[2, 3, 4]).expect("upload");
-        for force_layout in [true, false] {
-            let host = buffer.download(force_layout).expect("download");
+        for readback in [Readback::ForceLayout, Readback::ToHostBuffer, Readback::Auto] {
+            let host = buffer.download(readback).expect("download");
             assert_eq!((host.element_type, host.dims.as_slice()), (ElementType::S32, &[2, 3, 4][..]));
-            assert_eq!(host.data, data, "force_layout = {force_layout}");
+            assert_eq!(host.data, data, "{readback:?}");
         }
     }
 }

@@ -8,6 +8,7 @@
 use std::collections::HashMap;
 use std::ffi::c_char;
 use std::fmt;
+use std::marker::PhantomData;
 use std::mem::{offset_of, size_of};
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
@@ -67,6 +68,7 @@ args_structs! {
     PJRT_Error_GetCode_Args => PJRT_Error_GetCode_Args_STRUCT_SIZE,
     PJRT_Plugin_Initialize_Args => PJRT_Plugin_Initialize_Args_STRUCT_SIZE,
     PJRT_Plugin_Attributes_Args => PJRT_Plugin_Attributes_Args_STRUCT_SIZE,
+    PJRT_NamedValue => PJRT_NamedValue_STRUCT_SIZE,
     PJRT_Event_Destroy_Args => PJRT_Event_Destroy_Args_STRUCT_SIZE,
     PJRT_Event_Await_Args => PJRT_Event_Await_Args_STRUCT_SIZE,
     PJRT_Client_Create_Args => PJRT_Client_Create_Args_STRUCT_SIZE,
@@ -97,6 +99,9 @@ args_structs! {
     PJRT_Buffer_MemoryLayout => PJRT_Buffer_MemoryLayout_STRUCT_SIZE,
     PJRT_Buffer_MemoryLayout_Tiled => PJRT_Buffer_MemoryLayout_Tiled_STRUCT_SIZE,
     PJRT_Buffer_ToHostBuffer_Args => PJRT_Buffer_ToHostBuffer_Args_STRUCT_SIZE,
+    PJRT_Buffer_IsOnCpu_Args => PJRT_Buffer_IsOnCpu_Args_STRUCT_SIZE,
+    PJRT_Buffer_ReadyEvent_Args => PJRT_Buffer_ReadyEvent_Args_STRUCT_SIZE,
+    PJRT_Buffer_UnsafePointer_Args => PJRT_Buffer_UnsafePointer_Args_STRUCT_SIZE,
 }
 
 /// Signature shared by nearly every C API function.
@@ -267,7 +272,8 @@ impl Drop for Event {
     }
 }
 
-/// A value of a plugin attribute (`PJRT_NamedValue`).
+/// A value of a plugin attribute or a client create option
+/// (`PJRT_NamedValue`).
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum NamedValue {
@@ -281,6 +287,68 @@ pub enum NamedValue {
     Float(f32),
     /// A boolean.
     Bool(bool),
+}
+
+/// `(name, value)` pairs encoded as `PJRT_NamedValue`s for a call.
+///
+/// The encoded structs point into the names and values they were built
+/// from (names are passed with their length, not NUL-terminated); the
+/// lifetime keeps those borrowed for as long as the structs exist, so they
+/// stay valid for the call they are passed to.
+pub(crate) struct RawNamedValues<'a> {
+    values: Vec<sys::PJRT_NamedValue>,
+    _borrow: PhantomData<&'a [(&'a str, NamedValue)]>,
+}
+
+impl<'a> RawNamedValues<'a> {
+    pub(crate) fn new(options: &'a [(&'a str, NamedValue)]) -> Self {
+        let values = options
+            .iter()
+            .map(|(name, value)| {
+                let mut raw = sys::PJRT_NamedValue::sized();
+                raw.name = name.as_ptr().cast();
+                raw.name_size = name.len();
+                // `value_size` counts elements of a string or list and is 1
+                // for a scalar.
+                let (type_, union, value_size) = match value {
+                    NamedValue::String(v) => (
+                        sys::PJRT_NamedValue_kString,
+                        sys::PJRT_NamedValue__bindgen_ty_1 { string_value: v.as_ptr().cast() },
+                        v.len(),
+                    ),
+                    NamedValue::Int64(v) => {
+                        (sys::PJRT_NamedValue_kInt64, sys::PJRT_NamedValue__bindgen_ty_1 { int64_value: *v }, 1)
+                    }
+                    NamedValue::Int64List(v) => (
+                        sys::PJRT_NamedValue_kInt64List,
+                        sys::PJRT_NamedValue__bindgen_ty_1 { int64_array_value: v.as_ptr() },
+                        v.len(),
+                    ),
+                    NamedValue::Float(v) => {
+                        (sys::PJRT_NamedValue_kFloat, sys::PJRT_NamedValue__bindgen_ty_1 { float_value: *v }, 1)
+                    }
+                    NamedValue::Bool(v) => {
+                        (sys::PJRT_NamedValue_kBool, sys::PJRT_NamedValue__bindgen_ty_1 { bool_value: *v }, 1)
+                    }
+                };
+                raw.type_ = type_;
+                raw.__bindgen_anon_1 = union;
+                raw.value_size = value_size;
+                raw
+            })
+            .collect();
+        Self { values, _borrow: PhantomData }
+    }
+
+    /// Pointer to the first value; null when there are none (the "unset"
+    /// state of an optional list in the C API).
+    pub(crate) fn as_ptr(&self) -> *const sys::PJRT_NamedValue {
+        if self.values.is_empty() { std::ptr::null() } else { self.values.as_ptr() }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.values.len()
+    }
 }
 
 /// A loaded, initialized PJRT plugin. Cheap to clone; all clones share one
@@ -450,5 +518,36 @@ unsafe fn named_value(value: &sys::PJRT_NamedValue) -> Option<(String, NamedValu
 impl fmt::Debug for Plugin {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Plugin").field("path", &self.api.path).field("api_version", &self.api.version).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn named_values_encode_every_variant_and_decode_back() {
+        let options = [
+            ("a_string", NamedValue::String("hello".to_owned())),
+            ("empty_string", NamedValue::String(String::new())),
+            ("an_int", NamedValue::Int64(-42)),
+            ("a_list", NamedValue::Int64List(vec![1, -2, i64::MAX])),
+            ("empty_list", NamedValue::Int64List(Vec::new())),
+            ("a_float", NamedValue::Float(0.25)),
+            ("yes", NamedValue::Bool(true)),
+            ("no", NamedValue::Bool(false)),
+        ];
+        let raw = RawNamedValues::new(&options);
+        assert_eq!(raw.len(), options.len());
+        // SAFETY: `raw` holds `len()` encoded values, alive for this borrow.
+        let values = unsafe { std::slice::from_raw_parts(raw.as_ptr(), raw.len()) };
+        let scalar_sizes: Vec<usize> = values.iter().map(|v| v.value_size).collect();
+        assert_eq!(scalar_sizes, [5, 0, 1, 3, 0, 1, 1, 1]);
+        // SAFETY: encoded from `options`, which outlive `raw` and `values`.
+        let decoded: Vec<(String, NamedValue)> = values.iter().filter_map(|v| unsafe { named_value(v) }).collect();
+        let expected: Vec<(String, NamedValue)> =
+            options.iter().map(|(name, value)| ((*name).to_owned(), value.clone())).collect();
+        assert_eq!(decoded, expected);
+        assert!(RawNamedValues::new(&[]).as_ptr().is_null());
     }
 }

@@ -7,7 +7,7 @@ mod common;
 use half::{bf16, f16};
 use ttpu_pjrt::{Client, ElementType, Error, ErrorCode, HostBuffer, LoadedExecutable, NamedValue, Plugin};
 
-use common::{ADD_2X3_F32, check_add, check_round_trip, client, f32_bytes, f32_values, plugin};
+use common::{ADD_2X3_F32, check_add, check_round_trip, check_unknown_option, client, f32_bytes, f32_values, plugin};
 
 #[test]
 fn plugin_reports_version_platform_and_devices() {
@@ -47,6 +47,65 @@ fn plugin_attributes_are_readable() {
 #[test]
 fn add_2x3_f32_computes_the_sum() {
     check_add(client());
+}
+
+#[test]
+fn default_client_executes_a_multi_op_program_correctly() {
+    const MODULE: &str = r#"
+module {
+  func.func @main(%arg0: tensor<64xf32>, %arg1: tensor<64xf32>) -> tensor<64xf32> {
+    %0 = "stablehlo.add"(%arg0, %arg1) : (tensor<64xf32>, tensor<64xf32>) -> tensor<64xf32>
+    %1 = "stablehlo.multiply"(%0, %arg1) : (tensor<64xf32>, tensor<64xf32>) -> tensor<64xf32>
+    %2 = "stablehlo.subtract"(%1, %arg0) : (tensor<64xf32>, tensor<64xf32>) -> tensor<64xf32>
+    return %2 : tensor<64xf32>
+  }
+}
+"#;
+    // `Client::new` asks the CPU plugin to run programs on the calling
+    // thread; results must be the same as with an asynchronous client.
+    let plugin = plugin();
+    let xs: Vec<f32> = (0..64).map(|i| i as f32 - 20.0).collect();
+    let ys: Vec<f32> = (0..64).map(|i| 0.5 + i as f32 / 4.0).collect();
+    let expected: Vec<f32> = xs.iter().zip(&ys).map(|(x, y)| (x + y) * y - x).collect();
+    for client in [Client::new(&plugin).expect("client"), Client::with_options(&plugin, &[]).expect("async client")] {
+        let exe = client.compile(MODULE).unwrap_or_else(|e| panic!("{e}"));
+        let x = client.buffer_from_host(&f32_bytes(&xs), ElementType::F32, &[64]).expect("x");
+        let y = client.buffer_from_host(&f32_bytes(&ys), ElementType::F32, &[64]).expect("y");
+        for _ in 0..3 {
+            let out = exe.execute(&[&x, &y]).expect("execute");
+            assert_eq!(f32_values(&out[0].to_host().expect("host").data), expected);
+        }
+        check_add(&client);
+    }
+}
+
+#[test]
+fn client_options_reach_the_plugin() {
+    let plugin = plugin();
+    for asynchronous in [false, true] {
+        let options = [("asynchronous", NamedValue::Bool(asynchronous)), ("cpu_device_count", NamedValue::Int64(3))];
+        let client = Client::with_options(&plugin, &options).unwrap_or_else(|e| panic!("{e}"));
+        // The 0.81 CPU plugin ignores create options; later ones honour the
+        // device count.
+        if plugin.api_version().1 > 81 {
+            assert_eq!(client.addressable_device_count().expect("device count"), 3);
+        }
+        check_add(&client);
+    }
+}
+
+#[test]
+fn unknown_client_options_are_ignored_or_rejected_by_name() {
+    let plugin = plugin();
+    for (name, value) in [
+        ("ttpu_unknown_string", NamedValue::String("value".to_owned())),
+        ("ttpu_unknown_int", NamedValue::Int64(3)),
+        ("ttpu_unknown_list", NamedValue::Int64List(vec![1, 2, 3])),
+        ("ttpu_unknown_float", NamedValue::Float(0.5)),
+        ("ttpu_unknown_bool", NamedValue::Bool(true)),
+    ] {
+        check_unknown_option(&plugin, name, value);
+    }
 }
 
 #[test]

@@ -120,6 +120,13 @@ enum Emit {
 }
 
 fn main() -> ExitCode {
+    // XLA plugins log at INFO to stderr through their own logger (the CPU plugin announces each
+    // client option it was given). Our logs go through `tracing`; keep the plugin's warnings and
+    // errors, and its INFO lines unless the user asks for them.
+    if std::env::var_os("TF_CPP_MIN_LOG_LEVEL").is_none() {
+        // SAFETY: first thing in `main`, before any other thread exists or the plugin is loaded.
+        unsafe { std::env::set_var("TF_CPP_MIN_LOG_LEVEL", "1") };
+    }
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("TTPU_LOG").unwrap_or_else(|_| "warn".into()))
         .with_writer(std::io::stderr)

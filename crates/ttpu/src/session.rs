@@ -5,7 +5,8 @@
 //! padding cannot affect up to its bucket ([`Bucketing`]), pads the inputs, runs the
 //! specialisation for those sizes (imported once per model and size) and slices the outputs back.
 //! Executables come from the device's compile cache, keyed by graph structure and concrete
-//! shapes: sessions on one device, and the device's lazy tensors, share compiles.
+//! shapes: sessions on one device share compiles, and share the cache's capacity and counters
+//! with the device's lazy tensors.
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};

@@ -95,14 +95,14 @@ fn dtypes_and_ops_are_part_of_the_key() {
 }
 
 #[test]
-fn a_program_extracted_from_a_larger_pending_graph_shares_the_entry() {
+fn a_program_extracted_from_a_larger_pending_tape_shares_the_entry() {
     let device = device();
     let x = tensor(&device, &[1.0, 2.0], &[2]);
     let chain = |x: &Tensor| x.exp().unwrap().add(x).unwrap().tanh().unwrap();
-    // The whole pending graph is the program: its structure hash was kept while recording.
+    // The whole pending tape is the program: it is taken as it stands.
     let first = chain(&x).to_vec::<f32>().unwrap();
-    // An op whose result dies first leaves a dead node, so the program is extracted and hashed
-    // afresh; it is the same structure and must find the same executable.
+    // An op whose result dies first leaves a dead step, so the program is extracted from the
+    // tape; it is the same structure and must find the same executable.
     drop(x.neg().unwrap());
     let second = chain(&x).to_vec::<f32>().unwrap();
     assert_eq!(first, second);

@@ -113,7 +113,7 @@ fn the_node_limit_materializes_pending_work() {
         x = x.add_scalar(1.0f32).unwrap();
     }
     assert!(device.counters().executions >= 2);
-    assert!(device.pending_nodes().unwrap() <= 10);
+    assert!(device.pending_ops().unwrap() <= 10);
     assert_eq!(x.to_vec::<f32>().unwrap(), vec![26.0; 4]);
 }
 
@@ -141,4 +141,38 @@ fn pending_work_can_be_inspected() {
     assert!(!fused.contains("stablehlo.transpose"), "{fused}");
     assert!(device.computation_ir().unwrap().contains("transpose"));
     assert_eq!(round_trip.to_vec::<f32>().unwrap(), vec![1.0, 2.0, 3.0, 4.0]);
+}
+
+#[test]
+fn a_rejected_op_records_nothing_and_later_work_still_runs() {
+    let device = device();
+    let x = tensor(&device, &[1.0, 2.0, 3.0], &[3]);
+    let y = x.exp().unwrap();
+    assert_eq!(device.pending_ops().unwrap(), 1);
+    let wrong = tensor(&device, &[1.0, 2.0], &[2]);
+    assert!(y.add(&wrong).is_err());
+    assert!(x.matmul(&wrong).is_err());
+    assert_eq!(device.pending_ops().unwrap(), 1, "failed ops leave no step behind");
+    let z = y.sub(&x.exp().unwrap()).unwrap();
+    assert_eq!(z.to_vec::<f32>().unwrap(), vec![0.0; 3]);
+    assert_eq!(device.counters().executions, 1);
+}
+
+#[test]
+fn fresh_input_tensors_of_a_known_shape_reuse_the_compiled_program() {
+    // Each step uploads new tensors; their types are interned, so the recorded program is the
+    // same structure every step and only the first one compiles.
+    let device = device();
+    for step in 0..4 {
+        let x = tensor(&device, &[step as f32, 1.0, 2.0, 3.0], &[2, 2]);
+        let bias = tensor(&device, &[0.5, -0.5], &[2]);
+        let y = x.add(&bias).unwrap().relu().unwrap().sum(&[1]).unwrap();
+        let expected: Vec<f32> = [[step as f32 + 0.5, 0.5], [2.5, 2.5]]
+            .iter()
+            .map(|row| row.iter().map(|&v: &f32| v.max(0.0)).sum())
+            .collect();
+        assert_eq!(y.to_vec::<f32>().unwrap(), expected);
+    }
+    let counters = device.counters();
+    assert_eq!((counters.compiles, counters.cache_hits, counters.executions), (1, 3, 4));
 }

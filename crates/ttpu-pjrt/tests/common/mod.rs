@@ -8,7 +8,7 @@
 
 use std::sync::OnceLock;
 
-use ttpu_pjrt::{Client, ElementType, HostBuffer, Plugin};
+use ttpu_pjrt::{Client, ElementType, Error, ErrorCode, HostBuffer, NamedValue, Plugin};
 
 /// Adds two 2x3 f32 tensors (generic op form, as the emitter prints it).
 pub const ADD_2X3_F32: &str = r#"
@@ -68,4 +68,18 @@ pub fn check_round_trip(client: &Client, host: &HostBuffer) {
     assert_eq!(buffer.dims().expect("dims"), host.dims);
     let back = buffer.to_host().expect("download");
     assert_eq!(&back, host, "{:?} changed on the round trip", host.element_type);
+}
+
+/// Creates a client with one option the plugin cannot know. Plugins differ:
+/// the 0.81 CPU plugin ignores it (the client must then work), the 0.115
+/// one rejects it with an invalid-argument error naming the option.
+pub fn check_unknown_option(plugin: &Plugin, name: &str, value: NamedValue) {
+    match Client::with_options(plugin, &[(name, value)]) {
+        Ok(client) => check_add(&client),
+        Err(Error::Plugin { code, message }) => {
+            assert_eq!(code, ErrorCode::InvalidArgument, "{message}");
+            assert!(message.contains(name), "{message}");
+        }
+        Err(e) => panic!("{name}: {e}"),
+    }
 }
