@@ -1,4 +1,4 @@
-//! Data-driven tests: every `tests/filetests/*.ttir` file is one case.
+//! Data-driven tests: every `tests/filetests/*.ttir` file is one case (harness: `ttpu-filetest`).
 //!
 //! A file is a header line naming the test kind, optional `;` comment lines, the IR text, and an
 //! `; expected:` line followed by the expected output, verbatim up to the end of the file:
@@ -26,45 +26,14 @@
 //! Run with `TTPU_BLESS=1` to rewrite the expected blocks from the actual output.
 
 use std::fmt::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
+use ttpu_filetest::Case;
 use ttpu_ir::text::{parse, print};
 use ttpu_ir::verify;
 
-const EXPECTED: &str = "; expected:\n";
-
-struct Case {
-    kind: String,
-    body: String,
-    /// Everything before the expected block, kept when blessing.
-    head: String,
-    expected: Option<String>,
-}
-
-fn split(contents: &str) -> Result<Case, String> {
-    let mut lines = contents.split_inclusive('\n');
-    let header = lines.next().ok_or("empty file")?;
-    let kind = header
-        .trim_end()
-        .strip_prefix("; test ")
-        .ok_or_else(|| format!("the first line must be `; test KIND`, found `{}`", header.trim_end()))?
-        .to_owned();
-    let (head, expected) = match contents.find(EXPECTED) {
-        Some(at) if at == 0 || contents[..at].ends_with('\n') => {
-            (contents[..at].to_owned(), Some(contents[at + EXPECTED.len()..].to_owned()))
-        }
-        _ => (if contents.ends_with('\n') { contents.to_owned() } else { format!("{contents}\n") }, None),
-    };
-    let mut body = String::new();
-    let mut in_description = true;
-    for line in head.split_inclusive('\n').skip(1) {
-        if in_description && line.starts_with(';') {
-            continue;
-        }
-        in_description = false;
-        body.push_str(line);
-    }
-    Ok(Case { kind, body, head, expected })
+fn dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/filetests")
 }
 
 fn run(kind: &str, body: &str) -> Result<String, String> {
@@ -108,58 +77,19 @@ fn run(kind: &str, body: &str) -> Result<String, String> {
     })
 }
 
-fn check(path: &Path, bless: bool) -> Result<(), String> {
-    let contents = std::fs::read_to_string(path).map_err(|error| error.to_string())?;
-    let case = split(&contents)?;
-    let actual = run(&case.kind, &case.body)?;
-    if case.expected.as_deref() == Some(actual.as_str()) {
-        return Ok(());
-    }
-    if bless {
-        std::fs::write(path, format!("{}{EXPECTED}{actual}", case.head)).map_err(|error| error.to_string())?;
-        return Ok(());
-    }
-    match case.expected {
-        None => Err(format!("no `; expected:` block; the output is\n{actual}")),
-        Some(expected) => Err(format!("expected\n{expected}\nfound\n{actual}")),
-    }
-}
-
-fn files() -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/filetests");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .expect("tests/filetests exists")
-        .map(|entry| entry.expect("readable directory").path())
-        .filter(|path| path.extension().is_some_and(|ext| ext == "ttir"))
-        .collect();
-    files.sort();
-    files
-}
-
 #[test]
 fn filetests() {
-    let bless = std::env::var_os("TTPU_BLESS").is_some_and(|value| value == "1");
-    let files = files();
-    assert!(!files.is_empty(), "no filetests found");
-    let failures: Vec<String> = files
-        .iter()
-        .filter_map(|path| check(path, bless).err().map(|error| format!("{}: {error}", path.display())))
-        .collect();
-    assert!(
-        failures.is_empty(),
-        "{} of {} filetests failed:\n\n{}",
-        failures.len(),
-        files.len(),
-        failures.join("\n\n")
-    );
+    if let Err(failures) = ttpu_filetest::check_dir(&dir(), "ttir", |case| run(&case.kind, &case.body)) {
+        panic!("{failures}");
+    }
 }
 
 #[test]
 fn every_op_family_has_a_roundtrip_file() {
     let mut printed = String::new();
-    for path in files() {
+    for path in ttpu_filetest::files(&dir(), "ttir").expect("tests/filetests is readable") {
         let contents = std::fs::read_to_string(&path).expect("readable file");
-        let case = split(&contents).expect("well-formed file");
+        let case = Case::parse(&contents).expect("well-formed file");
         if case.kind == "roundtrip" {
             printed.push_str(&case.body);
         }

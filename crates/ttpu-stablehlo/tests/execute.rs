@@ -8,10 +8,10 @@ mod common;
 
 use std::sync::OnceLock;
 
-use common::{dims, graphs, input, lower};
+use common::{dims, graphs, input, lower, nchw_conv2d};
 use half::{bf16, f16};
 use ttpu_ir::{
-    BinaryOp, CompareDirection, ConvDims, DType, DotDims, GatherDims, Graph, GraphBuilder, Literal, ReduceKind, Scalar,
+    BinaryOp, CompareDirection, DType, DotDims, GatherDims, Graph, GraphBuilder, Literal, ReduceKind, Scalar,
     ScatterDims, ScatterKind, Window,
 };
 use ttpu_pjrt::{Client, ElementType, HostBuffer, Plugin};
@@ -175,29 +175,7 @@ fn convolution_slides_the_kernel() {
     let mut b = GraphBuilder::new();
     let x = input(&mut b, "x", DType::F32, &[1, 1, 3, 3]);
     let k = input(&mut b, "k", DType::F32, &[1, 1, 2, 2]);
-    let conv = b
-        .convolution(
-            x,
-            k,
-            ConvDims {
-                input_batch: 0,
-                input_feature: 1,
-                input_spatial: dims(&[2, 3]),
-                kernel_input_feature: 1,
-                kernel_output_feature: 0,
-                kernel_spatial: dims(&[2, 3]),
-                output_batch: 0,
-                output_feature: 1,
-                output_spatial: dims(&[2, 3]),
-                window_strides: dims(&[1, 1]),
-                padding: [(0, 0), (0, 0)].into_iter().collect(),
-                lhs_dilation: dims(&[1, 1]),
-                rhs_dilation: dims(&[1, 1]),
-                feature_group_count: 1,
-                batch_group_count: 1,
-            },
-        )
-        .unwrap();
+    let conv = b.convolution(x, k, nchw_conv2d([1, 1], [(0, 0), (0, 0)], [1, 1], 1)).unwrap();
     let outputs = run(
         &b.finish(&[conv]),
         &[

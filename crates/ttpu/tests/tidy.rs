@@ -16,11 +16,14 @@ const ALLOWED_EDGES: &[(&str, &[&str])] = &[
     ("ttpu-stablehlo", &["ttpu-ir"]),
     ("ttpu-eager", &["ttpu-ir", "ttpu-fuse", "ttpu-stablehlo", "ttpu-pjrt"]),
     ("ttpu", &["ttpu-ir", "ttpu-fx", "ttpu-fuse", "ttpu-stablehlo", "ttpu-pjrt", "ttpu-eager"]),
+    ("ttpu-filetest", &[]),
     ("xtask", &[]),
 ];
 
-/// Extra workspace crates a crate's tests may use: lowering tests execute what they emit.
-const ALLOWED_DEV_EDGES: &[(&str, &[&str])] = &[("ttpu-stablehlo", &["ttpu-pjrt"])];
+/// Extra workspace crates a crate's tests may use: lowering tests execute what they emit, and the
+/// IR crates share one filetest harness.
+const ALLOWED_DEV_EDGES: &[(&str, &[&str])] =
+    &[("ttpu-stablehlo", &["ttpu-pjrt"]), ("ttpu-ir", &["ttpu-filetest"]), ("ttpu-fuse", &["ttpu-filetest"])];
 
 /// Crates that only binaries may use.
 const BINARY_ONLY: &[&str] = &["clap", "anyhow", "miette", "tracing-subscriber"];

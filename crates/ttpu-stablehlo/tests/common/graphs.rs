@@ -1,6 +1,6 @@
 //! One small graph per op family, shared by the snapshot and execution tests.
 
-use super::{at, dims, input};
+use super::{at, dims, input, nchw_conv2d};
 use ttpu_ir::{
     BinaryOp, CompareDirection, ConvDims, DType, DotDims, GatherDims, Graph, GraphBuilder, Literal, ReduceKind,
     RngAlgorithm, Scalar, ScatterDims, ScatterKind, Shape, TensorType, UnaryOp, Window,
@@ -211,29 +211,7 @@ pub fn convolution() -> Graph {
     let nhwc = input(&mut b, "nhwc", DType::F16, &[1, 5, 5, 3]);
     let hwio = input(&mut b, "hwio", DType::F16, &[3, 3, 3, 8]);
     at(&mut b, "conv2d", "aten.convolution.default @ model.fx:2");
-    let nchw = b
-        .convolution(
-            x,
-            w,
-            ConvDims {
-                input_batch: 0,
-                input_feature: 1,
-                input_spatial: dims(&[2, 3]),
-                kernel_input_feature: 1,
-                kernel_output_feature: 0,
-                kernel_spatial: dims(&[2, 3]),
-                output_batch: 0,
-                output_feature: 1,
-                output_spatial: dims(&[2, 3]),
-                window_strides: dims(&[2, 1]),
-                padding: [(1, 1), (0, 2)].into_iter().collect(),
-                lhs_dilation: dims(&[1, 1]),
-                rhs_dilation: dims(&[1, 2]),
-                feature_group_count: 2,
-                batch_group_count: 1,
-            },
-        )
-        .unwrap();
+    let nchw = b.convolution(x, w, nchw_conv2d([2, 1], [(1, 1), (0, 2)], [1, 2], 2)).unwrap();
     let channels_last = b
         .convolution(
             nhwc,
