@@ -82,3 +82,40 @@ pub fn element_type(dtype: DType) -> ElementType {
         DType::Bool => ElementType::Pred,
     }
 }
+
+/// The IR dtype of a safetensors dtype; `None` for those the IR has no type for.
+pub fn dtype_from_safetensors(dtype: safetensors::Dtype) -> Option<DType> {
+    use safetensors::Dtype;
+    Some(match dtype {
+        Dtype::F64 => DType::F64,
+        Dtype::F32 => DType::F32,
+        Dtype::F16 => DType::F16,
+        Dtype::BF16 => DType::BF16,
+        Dtype::I64 => DType::I64,
+        Dtype::I32 => DType::I32,
+        Dtype::I16 => DType::I16,
+        Dtype::I8 => DType::I8,
+        Dtype::U8 => DType::U8,
+        Dtype::U64 => DType::U64,
+        Dtype::BOOL => DType::Bool,
+        _ => return None,
+    })
+}
+
+/// The safetensors dtype that stores `dtype`.
+pub fn safetensors_dtype(dtype: DType) -> safetensors::Dtype {
+    use safetensors::Dtype;
+    match dtype {
+        DType::F64 => Dtype::F64,
+        DType::F32 => Dtype::F32,
+        DType::F16 => Dtype::F16,
+        DType::BF16 => Dtype::BF16,
+        DType::I64 => Dtype::I64,
+        DType::I32 => Dtype::I32,
+        DType::I16 => Dtype::I16,
+        DType::I8 => Dtype::I8,
+        DType::U8 => Dtype::U8,
+        DType::U64 => Dtype::U64,
+        DType::Bool => Dtype::BOOL,
+    }
+}

@@ -109,6 +109,73 @@ pub enum Error {
         /// What is wrong.
         message: String,
     },
+    /// `stack` of tensors whose shapes differ, or of no tensor at all.
+    #[error("stack: {message}")]
+    Stack {
+        /// What is wrong.
+        message: String,
+    },
+    /// `expand` (or `broadcast_to`) to sizes the tensor cannot stretch to: fewer dims than it
+    /// has, a size other than 1 that differs, or `-1` for a new dim.
+    #[error("cannot expand shape {from} to {to:?}")]
+    Expand {
+        /// The tensor's shape.
+        from: Box<Shape>,
+        /// The requested sizes.
+        to: Vec<i64>,
+    },
+    /// `flatten` whose start dim comes after its end dim.
+    #[error("flatten: start dim {start_dim} comes after end dim {end_dim}")]
+    Flatten {
+        /// The start dim given.
+        start_dim: i64,
+        /// The end dim given.
+        end_dim: i64,
+    },
+    /// `clamp` with neither bound.
+    #[error("clamp: at least one of `min` and `max` must be given")]
+    ClampWithoutBounds,
+    /// `argmax`/`argmin` over a dim (or a whole tensor) without elements: there is no index
+    /// to return.
+    #[error("{op}: cannot reduce an empty dim of shape {shape}")]
+    EmptyReduction {
+        /// The op, in PyTorch's spelling.
+        op: &'static str,
+        /// The tensor's shape.
+        shape: Box<Shape>,
+    },
+    /// `linear` whose input's last dim is not the weight's last dim, or whose weight is not a
+    /// matrix or vector.
+    #[error("linear: input of shape {input} does not fit weight of shape {weight}")]
+    Linear {
+        /// The input's shape.
+        input: Box<Shape>,
+        /// The weight's shape.
+        weight: Box<Shape>,
+    },
+    /// `linear` with a bias that does not broadcast to the output.
+    #[error("linear: bias of shape {bias} does not broadcast to the output shape {output}")]
+    LinearBias {
+        /// The bias's shape.
+        bias: Box<Shape>,
+        /// The shape of `input @ weight^T`.
+        output: Box<Shape>,
+    },
+    /// An index tensor of the wrong dtype or rank, or an input it cannot index
+    /// (`index_select`, `gather`, `embedding`).
+    #[error("{op}: {message}")]
+    Index {
+        /// The op, in PyTorch's spelling.
+        op: &'static str,
+        /// What is wrong.
+        message: String,
+    },
+    /// `arange` bounds and step that describe no sequence.
+    #[error("arange: {message}")]
+    Arange {
+        /// What is wrong.
+        message: String,
+    },
     /// An op not defined for a dtype (`neg` of bool, `sum` of ...).
     #[error("`{op}` is not defined for {dtype}")]
     UnsupportedDType {

@@ -36,7 +36,7 @@ mod tape;
 mod tensor;
 
 pub use device::{Counters, DEFAULT_CACHE_CAPACITY, DEFAULT_PENDING_LIMIT, Device, Mode};
-pub use element::{Element, element_type};
+pub use element::{Element, dtype_from_safetensors, element_type, safetensors_dtype};
 pub use error::{Error, Result};
 pub use tensor::Tensor;
 pub use ttpu_ir::{DType, Shape};

@@ -6,7 +6,7 @@
 //! A float scalar counts as the default dtype `f32`, an integer scalar as `i64`.
 
 use smallvec::SmallVec;
-use ttpu_ir::{DType, Dim, Shape};
+use ttpu_ir::{DType, Dim, Scalar, Shape};
 
 use crate::{Error, Result};
 
@@ -19,6 +19,23 @@ pub(crate) enum Priority {
     ZeroDim,
     /// A scalar given as a Rust value.
     Wrapped,
+}
+
+impl Priority {
+    /// The priority of a tensor of `rank` dims.
+    pub(crate) fn of_rank(rank: usize) -> Priority {
+        if rank == 0 { Priority::ZeroDim } else { Priority::Dimensioned }
+    }
+}
+
+/// The dtype of a Rust scalar as it takes part in promotion as a Python number (of
+/// [`Priority::Wrapped`]): only its category counts.
+pub(crate) fn scalar_dtype(scalar: Scalar) -> DType {
+    match scalar {
+        Scalar::Float(_) => DType::F64,
+        Scalar::Int(_) => DType::I64,
+        Scalar::Bool(_) => DType::Bool,
+    }
 }
 
 fn category(dtype: DType) -> u8 {

@@ -19,6 +19,7 @@
 #![warn(missing_docs)]
 
 mod builder;
+pub mod composite;
 mod dim_expr;
 mod dtype;
 mod graph;

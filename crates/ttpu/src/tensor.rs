@@ -1,12 +1,13 @@
 //! Host tensors and safetensors files: the data that crosses the driver's API.
 //!
-//! Conversions between IR dtypes, safetensors dtypes and PJRT element types live here and nowhere
-//! else, so the runtime crate never sees an IR type.
+//! The driver converts between IR dtypes, safetensors dtypes and PJRT element types with
+//! `ttpu-eager`'s mappings (one copy for both paths), so the runtime crate never sees an IR type.
 
 use std::path::Path;
 
 use indexmap::IndexMap;
-use safetensors::{Dtype, SafeTensors};
+use safetensors::SafeTensors;
+use ttpu_eager::{dtype_from_safetensors, safetensors_dtype};
 use ttpu_ir::{DType, Dim, TensorType};
 use ttpu_pjrt::{ElementType, HostBuffer};
 
@@ -78,7 +79,7 @@ pub fn write_safetensors(path: &Path, tensors: &TensorMap) -> Result<()> {
         .iter()
         .map(|(name, tensor)| {
             let shape = tensor.shape.iter().map(|&size| size as usize).collect();
-            safetensors::tensor::TensorView::new(dtype_to_safetensors(tensor.dtype), shape, &tensor.data)
+            safetensors::tensor::TensorView::new(safetensors_dtype(tensor.dtype), shape, &tensor.data)
                 .map(|view| (name.clone(), view))
                 .map_err(|error| Error::Safetensors { path: path.to_owned(), message: error.to_string() })
         })
@@ -86,39 +87,6 @@ pub fn write_safetensors(path: &Path, tensors: &TensorMap) -> Result<()> {
     let bytes = safetensors::serialize(views, None)
         .map_err(|error| Error::Safetensors { path: path.to_owned(), message: error.to_string() })?;
     std::fs::write(path, bytes).map_err(|source| Error::Io { path: path.to_owned(), source })
-}
-
-fn dtype_from_safetensors(dtype: Dtype) -> Option<DType> {
-    Some(match dtype {
-        Dtype::F64 => DType::F64,
-        Dtype::F32 => DType::F32,
-        Dtype::F16 => DType::F16,
-        Dtype::BF16 => DType::BF16,
-        Dtype::I64 => DType::I64,
-        Dtype::I32 => DType::I32,
-        Dtype::I16 => DType::I16,
-        Dtype::I8 => DType::I8,
-        Dtype::U8 => DType::U8,
-        Dtype::U64 => DType::U64,
-        Dtype::BOOL => DType::Bool,
-        _ => return None,
-    })
-}
-
-fn dtype_to_safetensors(dtype: DType) -> Dtype {
-    match dtype {
-        DType::F64 => Dtype::F64,
-        DType::F32 => Dtype::F32,
-        DType::F16 => Dtype::F16,
-        DType::BF16 => Dtype::BF16,
-        DType::I64 => Dtype::I64,
-        DType::I32 => Dtype::I32,
-        DType::I16 => Dtype::I16,
-        DType::I8 => Dtype::I8,
-        DType::U8 => Dtype::U8,
-        DType::U64 => Dtype::U64,
-        DType::Bool => Dtype::BOOL,
-    }
 }
 
 /// The IR dtype of a PJRT host buffer; the compiler never emits the others.

@@ -246,13 +246,23 @@ pub(super) fn abs(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     tensor(cx.unary(UnaryOp::Abs, x)?)
 }
 
-/// `sign`: -1, 0 or 1 in the input's dtype.
+/// `sign`: -1, 0 or 1 in the input's dtype. Floats are `(x > 0) - (x < 0)`, as PyTorch computes
+/// them, so NaN and `-0.0` give `+0.0`; StableHLO's `sign` would keep both.
 pub(super) fn sign(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let x = args.tensor("self")?;
-    if cx.dtype(x).is_bool() {
+    let dtype = cx.dtype(x);
+    if dtype.is_bool() {
         return tensor(x);
     }
-    tensor(cx.unary(UnaryOp::Sign, x)?)
+    if !dtype.is_float() {
+        return tensor(cx.unary(UnaryOp::Sign, x)?);
+    }
+    let zero = cx.splat_like(x, Scalar::Int(0))?;
+    let positive = cx.compare(CompareDirection::Gt, x, zero)?;
+    let negative = cx.compare(CompareDirection::Lt, x, zero)?;
+    let positive = cx.convert(positive, dtype)?;
+    let negative = cx.convert(negative, dtype)?;
+    tensor(cx.binary(BinaryOp::Subtract, positive, negative)?)
 }
 
 /// `reciprocal`: `1 / x`, in floats.
@@ -306,127 +316,13 @@ pub(super) fn log_base(cx: &mut Cx<'_>, args: &Args, ln_base: f64) -> Result<Imp
     })?)
 }
 
-/// `erf`.
+/// `erf`, through the IR's shared composite (eager tensors build the same nodes).
 pub(super) fn erf_op(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let x = args.tensor("self")?;
-    tensor(apply_float(cx, x, erf)?)
-}
-
-/// The error function of a float tensor. The IR has no `erf`, so this is XLA's `ErfImpl32`
-/// rational approximation (a few ulp in `f32`) on `x` clamped to [-4, 4], where `erf` is ±1 in
-/// `f32`; `f64` inputs get [`erf_f64`], since the `f32` approximation is only good to about 1e-7
-/// (and exceeds 1 in magnitude in `f64`).
-pub(crate) fn erf(cx: &mut Cx<'_>, x: ValueId) -> Result<ValueId> {
-    if cx.dtype(x) == DType::F64 {
-        return erf_f64(cx, x);
-    }
-    const ALPHA: [f64; 7] = [
-        -2.726_142_258_013_06e-10,
-        2.770_681_424_959_02e-08,
-        -2.101_024_020_825_08e-06,
-        -5.692_506_394_623_46e-05,
-        -7.349_906_303_268_55e-04,
-        -2.954_599_808_540_25e-03,
-        -1.609_603_332_624_15e-02,
-    ];
-    const BETA: [f64; 5] = [
-        -1.456_607_184_649_96e-05,
-        -2.133_740_552_789_05e-04,
-        -1.682_826_974_382_03e-03,
-        -7.373_329_167_204_68e-03,
-        -1.426_473_905_141_89e-02,
-    ];
-    let dtype = cx.dtype(x);
-    let low = cx.scalar(dtype, Scalar::Float(-4.0));
-    let high = cx.scalar(dtype, Scalar::Float(4.0));
-    let clamped = cx.b.clamp(low, x, high);
-    let x = cx.ok(clamped)?;
-    let square = cx.binary(BinaryOp::Multiply, x, x)?;
-    let numerator = polynomial(cx, square, &ALPHA)?;
-    let numerator = cx.binary(BinaryOp::Multiply, x, numerator)?;
-    let denominator = polynomial(cx, square, &BETA)?;
-    cx.binary(BinaryOp::Divide, numerator, denominator)
-}
-
-/// `erf` of an `f64` tensor to a few ulp: Cephes' `ndtr.c` rational approximations (those of
-/// XLA's `ErfImpl64` and `ErfcImpl64`), `x T(x²) / U(x²)` for `|x| <= 1` and `1 - erfc(|x|)` with
-/// `erfc(x) = exp(-x²) P(x) / Q(x)` above, signed. `x` is clamped to [-6, 6] first: `erf` rounds
-/// to ±1 in `f64` beyond 6, and the clamp keeps `exp(-x²) P / Q` away from `0 * inf` at ±inf.
-/// NaN stays NaN through the clamp and both branches.
-fn erf_f64(cx: &mut Cx<'_>, x: ValueId) -> Result<ValueId> {
-    const T: [f64; 5] = [
-        9.604_973_739_870_516,
-        9.002_601_972_038_427e1,
-        2.232_005_345_946_843e3,
-        7.003_325_141_128_051e3,
-        5.559_230_130_103_949e4,
-    ];
-    const U: [f64; 6] = [
-        1.0,
-        3.356_171_416_475_031e1,
-        5.213_579_497_801_527e2,
-        4.594_323_829_709_801e3,
-        2.262_900_006_138_909_5e4,
-        4.926_739_426_086_359e4,
-    ];
-    const P: [f64; 9] = [
-        2.461_969_814_735_305e-10,
-        5.641_895_648_310_689e-1,
-        7.463_210_564_422_699,
-        4.863_719_709_856_814e1,
-        1.965_208_329_560_771e2,
-        5.264_451_949_954_773e2,
-        9.345_285_271_719_576e2,
-        1.027_551_886_895_157_2e3,
-        5.575_353_353_693_994e2,
-    ];
-    const Q: [f64; 9] = [
-        1.0,
-        1.322_819_511_547_449_9e1,
-        8.670_721_408_859_897e1,
-        3.549_377_788_878_199e2,
-        9.757_085_017_432_055e2,
-        1.823_909_166_879_097_3e3,
-        2.246_337_608_187_109_7e3,
-        1.656_663_091_941_613_4e3,
-        5.575_353_408_177_277e2,
-    ];
-    let low = cx.scalar(DType::F64, Scalar::Float(-6.0));
-    let high = cx.scalar(DType::F64, Scalar::Float(6.0));
-    let clamped = cx.b.clamp(low, x, high);
-    let x = cx.ok(clamped)?;
-    let square = cx.binary(BinaryOp::Multiply, x, x)?;
-    // |x| <= 1.
-    let numerator = polynomial(cx, square, &T)?;
-    let numerator = cx.binary(BinaryOp::Multiply, x, numerator)?;
-    let denominator = polynomial(cx, square, &U)?;
-    let small = cx.binary(BinaryOp::Divide, numerator, denominator)?;
-    // |x| > 1: 1 - erfc(|x|), negated for negative x.
-    let magnitude = cx.unary(UnaryOp::Abs, x)?;
-    let negated = cx.unary(UnaryOp::Negate, square)?;
-    let gaussian = cx.unary(UnaryOp::Exponential, negated)?;
-    let numerator = polynomial(cx, magnitude, &P)?;
-    let denominator = polynomial(cx, magnitude, &Q)?;
-    let ratio = cx.binary(BinaryOp::Divide, numerator, denominator)?;
-    let erfc = cx.binary(BinaryOp::Multiply, gaussian, ratio)?;
-    let one = cx.splat_like(x, Scalar::Float(1.0))?;
-    let positive = cx.binary(BinaryOp::Subtract, one, erfc)?;
-    let negative = cx.unary(UnaryOp::Negate, positive)?;
-    let zero = cx.splat_like(x, Scalar::Float(0.0))?;
-    let is_negative = cx.compare(CompareDirection::Lt, x, zero)?;
-    let large = cx.select(is_negative, negative, positive)?;
-    let is_small = cx.compare(CompareDirection::Le, magnitude, one)?;
-    cx.select(is_small, small, large)
-}
-
-/// Horner evaluation of `coefficients` (highest degree first) at `x`.
-fn polynomial(cx: &mut Cx<'_>, x: ValueId, coefficients: &[f64]) -> Result<ValueId> {
-    let mut acc = cx.splat_like(x, Scalar::Float(coefficients[0]))?;
-    for &coefficient in &coefficients[1..] {
-        acc = cx.binary(BinaryOp::Multiply, acc, x)?;
-        acc = cx.binary_scalar(BinaryOp::Add, acc, Scalar::Float(coefficient))?;
-    }
-    Ok(acc)
+    tensor(apply_float(cx, x, |cx, x| {
+        let built = ttpu_ir::composite::erf(&mut cx.b, x);
+        cx.ok(built)
+    })?)
 }
 
 /// `floor`/`ceil`/`round`: identity on integers.

@@ -11,7 +11,7 @@ use ttpu_ir::{
     ValueId,
 };
 
-use super::elementwise::{erf, tensor};
+use super::elementwise::tensor;
 use super::layout::reverse;
 use crate::error::Result;
 use crate::import::args::Args;
@@ -45,7 +45,8 @@ pub(super) fn gelu(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let inner = match approximate.as_str() {
         "none" => {
             let scaled = cx.binary_scalar(BinaryOp::Multiply, x, Scalar::Float(std::f64::consts::FRAC_1_SQRT_2))?;
-            erf(cx, scaled)?
+            let built = ttpu_ir::composite::erf(&mut cx.b, scaled);
+            cx.ok(built)?
         }
         "tanh" => {
             // PyTorch: kBeta = √2 · (2/√π) · 0.5 = √(2/π), kKappa = 0.044715.

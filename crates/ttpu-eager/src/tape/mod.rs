@@ -13,6 +13,10 @@
 //! attributes, operand types) in a scratch builder, which also checks it, and keeps the type. The
 //! graph builder stays the one place that knows how ops infer types and what makes them invalid.
 //! Types are interned per device, so a signature is found by pointer, without hashing shapes.
+//!
+//! This file holds the tape and the memo; `build.rs` holds how each [`TapeOp`] becomes IR.
+
+mod build;
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hash, Hasher};
@@ -20,12 +24,11 @@ use std::sync::Arc;
 
 use smallvec::SmallVec;
 use ttpu_ir::{
-    BinaryOp, CompareDirection, DType, DotDims, Graph, GraphBuilder, Literal, ReduceKind, Scalar, Shape, TensorType,
-    UnaryOp, ValueId,
+    BinaryOp, CompareDirection, DType, Graph, GraphBuilder, ReduceKind, Scalar, TensorType, UnaryOp, ValueId,
 };
 
+pub(crate) use self::build::MatmulPlan;
 use crate::cache::FxHasher;
-use crate::promote::{broadcast_shapes, static_dims};
 use crate::{Error, Result};
 
 /// Where a pending value comes from: an input buffer or the result of a step, by index.
@@ -65,18 +68,36 @@ impl Bits {
 }
 
 /// One tensor-level op with the attributes its IR needs beyond its operands' types.
+///
+/// Attributes that follow from the operands' types (the result dtype of a promotion, whether an
+/// optional operand is present when it is the last one) are derived while building, not stored,
+/// so one op on other dtypes is one signature more, not one variant more.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum TapeOp {
     /// A tensor of `dims` filled with `value`.
     Full { dtype: DType, value: Bits, dims: SmallVec<[i64; 4]> },
+    /// `start + step * i` for `i` in `0..count`, computed in `i64` for an integer `dtype` (the
+    /// bounds then hold integers) and in `f64` for a float one, then converted to `dtype`.
+    Arange { dtype: DType, start: Bits, step: Bits, count: i64 },
     /// Operands (or the operand and `scalar`) promoted to `dtype`, broadcast, then combined.
     Binary { op: BinaryOp, dtype: DType, scalar: Option<Bits> },
     /// Like `Binary`, comparing; the result is bool.
     Compare { direction: CompareDirection, dtype: DType, scalar: Option<Bits> },
-    /// The operand converted to `dtype` (a float type), then `op`.
-    FloatUnary { op: UnaryOp, dtype: DType },
+    /// Python's remainder (the sign of the divisor) of the operands, or of the operand and
+    /// `scalar`, promoted and broadcast like `Binary`.
+    Remainder { scalar: Option<Bits> },
+    /// The operand limited to `[min, max]` (either bound may be absent), after PyTorch's promotion
+    /// with the bounds as Python numbers.
+    Clamp { min: Option<Bits>, max: Option<Bits> },
+    /// `value` where the bool mask (operand 1) is set and the operand elsewhere, both broadcast.
+    MaskedFill { value: Bits },
+    /// A float function of the operand: integer and bool operands are computed as `f32`, and
+    /// `f16`/`bf16` in `f32` and rounded once, as PyTorch's CPU kernels do.
+    FloatUnary(FloatFn),
     /// `op` on the operand as it is.
     Unary(UnaryOp),
+    /// -1, 0 or 1 by the operand's sign, in its dtype, as PyTorch computes it.
+    Sign,
     /// `max(x, 0)`.
     Relu,
     /// Elementwise conversion.
@@ -85,10 +106,17 @@ pub(crate) enum TapeOp {
     Where { dtype: DType },
     /// `torch.matmul` on operands promoted to `dtype`.
     Matmul { dtype: DType },
+    /// `input @ weight^T`, plus the bias when there is a third operand, all promoted to one dtype.
+    Linear,
     /// A reduction over `axes` in `dtype`; `mean` divides by the count, `keep` keeps size-1 dims.
     Reduce { kind: ReduceKind, axes: SmallVec<[i64; 4]>, dtype: DType, mean: bool, keep: bool },
-    /// Softmax along `axis`.
-    Softmax { axis: i64 },
+    /// The first index of the maximum (`kind` max) or minimum along `axis`, or of the flattened
+    /// operand when `axis` is `None`; NaN counts as the extreme. The result is `i64`.
+    ArgExtreme { kind: ReduceKind, axis: Option<usize>, keep: bool },
+    /// The variance over `axes` with Bessel's `correction`, or its square root when `sqrt`.
+    Variance { axes: SmallVec<[i64; 4]>, correction: Bits, keep: bool, sqrt: bool },
+    /// Softmax along `axis`, or its logarithm when `log`.
+    Softmax { axis: i64, log: bool },
     /// Layer norm over the trailing `normalized_rank` dims; operands are `x`, then the weight and
     /// bias that are present.
     LayerNorm { normalized_rank: usize, eps: Bits, has_weight: bool },
@@ -100,8 +128,33 @@ pub(crate) enum TapeOp {
     Slice { axis: usize, start: i64, end: i64, step: i64 },
     /// Operands joined along `axis` after promotion to `dtype`.
     Cat { axis: usize, dtype: DType },
+    /// Operands of one shape joined along a new dim `axis`, promoted to one dtype.
+    Stack { axis: usize },
     /// The operand broadcast to `dims`.
     BroadcastTo(SmallVec<[i64; 4]>),
+    /// Slices of the operand along `axis` at the positions held by the 1-D index (operand 1).
+    IndexSelect { axis: usize },
+    /// `torch.gather`: `out[p] = x[p with p[axis] = index[p]]`, shaped like the index (operand 1).
+    Gather { axis: usize },
+    /// Rows of the weight matrix (operand 0) at the indices (operand 1).
+    Embedding,
+}
+
+/// A float function of one tensor (see [`TapeOp::FloatUnary`]).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum FloatFn {
+    /// An IR op: `exp`, `log`, `tanh`, `sigmoid`, `sqrt`, `rsqrt`, `sin`, `cos`, `log1p`, `expm1`.
+    Unary(UnaryOp),
+    /// The error function, through `ttpu_ir::composite::erf`.
+    Erf,
+    /// `1 / x`.
+    Reciprocal,
+    /// `x/2 * (1 + erf(x/√2))`.
+    Gelu,
+    /// GELU's tanh approximation, `x/2 * (1 + tanh(√(2/π) * (x + 0.044715 x³)))`.
+    GeluTanh,
+    /// `x * sigmoid(x)`.
+    Silu,
 }
 
 /// One recorded op: what it is and what it reads. Its result type follows from those; the
@@ -334,264 +387,10 @@ impl TypeMemo {
     }
 }
 
-/// How `torch.matmul` treats its operands: vectors become one-row or one-column matrices, and
-/// dims before the last two are batch dims that broadcast.
-pub(crate) struct MatmulPlan {
-    pub(crate) lhs_matrix: SmallVec<[i64; 4]>,
-    pub(crate) rhs_matrix: SmallVec<[i64; 4]>,
-    pub(crate) lhs_full: SmallVec<[i64; 4]>,
-    pub(crate) rhs_full: SmallVec<[i64; 4]>,
-    pub(crate) batch_rank: i64,
-    pub(crate) result_dims: SmallVec<[i64; 4]>,
-}
-
-impl MatmulPlan {
-    /// The plan for operands of `lhs` and `rhs` dims; `None` when they do not multiply.
-    pub(crate) fn of(lhs: &[i64], rhs: &[i64]) -> Option<MatmulPlan> {
-        if lhs.is_empty() || rhs.is_empty() {
-            return None;
-        }
-        let lhs_matrix: SmallVec<[i64; 4]> = if lhs.len() == 1 { smallvec::smallvec![1, lhs[0]] } else { lhs.into() };
-        let rhs_matrix: SmallVec<[i64; 4]> = if rhs.len() == 1 { smallvec::smallvec![rhs[0], 1] } else { rhs.into() };
-        let (lhs_batch, lhs_mk) = lhs_matrix.split_at(lhs_matrix.len() - 2);
-        let (rhs_batch, rhs_kn) = rhs_matrix.split_at(rhs_matrix.len() - 2);
-        if lhs_mk[1] != rhs_kn[0] {
-            return None;
-        }
-        let batch = broadcast_shapes(&Shape::from_static(lhs_batch), &Shape::from_static(rhs_batch)).ok()?;
-        let batch = static_dims(&batch);
-        let mut result_dims = batch.clone();
-        // The dim a vector operand gained is dropped from the result again.
-        if lhs.len() > 1 {
-            result_dims.push(lhs_mk[0]);
-        }
-        if rhs.len() > 1 {
-            result_dims.push(rhs_kn[1]);
-        }
-        let lhs_full = batch.iter().chain(lhs_mk).copied().collect();
-        let rhs_full = batch.iter().chain(rhs_kn).copied().collect();
-        Some(MatmulPlan { batch_rank: batch.len() as i64, lhs_full, rhs_full, result_dims, lhs_matrix, rhs_matrix })
-    }
-}
-
-impl TapeOp {
-    /// Appends the op's IR to `builder`, reading `operands`, and returns its result.
-    pub(crate) fn build(&self, builder: &mut GraphBuilder, operands: &[ValueId]) -> Result<ValueId> {
-        let operand = |index: usize| {
-            operands.get(index).copied().ok_or_else(|| Error::internal(format!("{self:?} is missing operand {index}")))
-        };
-        match self {
-            TapeOp::Full { dtype, value, dims } => {
-                let scalar = builder.constant(Literal::scalar(*dtype, value.0));
-                Ok(builder.broadcast_in_dim(scalar, &[], Shape::from_static(dims))?)
-            }
-            TapeOp::Binary { op, dtype, scalar } => {
-                let (lhs, rhs) = elementwise_operands(builder, operands, *dtype, *scalar)?;
-                Ok(builder.binary(*op, lhs, rhs)?)
-            }
-            TapeOp::Compare { direction, dtype, scalar } => {
-                let (lhs, rhs) = elementwise_operands(builder, operands, *dtype, *scalar)?;
-                Ok(builder.compare(*direction, lhs, rhs)?)
-            }
-            TapeOp::FloatUnary { op, dtype } => {
-                let value = convert(builder, operand(0)?, *dtype)?;
-                Ok(builder.unary(*op, value)?)
-            }
-            TapeOp::Unary(op) => Ok(builder.unary(*op, operand(0)?)?),
-            TapeOp::Relu => {
-                let x = operand(0)?;
-                let ty = builder.ty(x).clone();
-                let zero = splat(builder, ty.dtype, Scalar::Int(0), &ty.shape)?;
-                Ok(builder.binary(BinaryOp::Maximum, x, zero)?)
-            }
-            TapeOp::Convert(dtype) => Ok(builder.convert(operand(0)?, *dtype)?),
-            TapeOp::Where { dtype } => {
-                let (pred, on_true, on_false) = (operand(0)?, operand(1)?, operand(2)?);
-                let shape = broadcast_shapes(&builder.ty(pred).shape, &builder.ty(on_true).shape)?;
-                let shape = broadcast_shapes(&shape, &builder.ty(on_false).shape)?;
-                let pred = cast(builder, pred, DType::Bool, &shape)?;
-                let on_true = cast(builder, on_true, *dtype, &shape)?;
-                let on_false = cast(builder, on_false, *dtype, &shape)?;
-                Ok(builder.select(pred, on_true, on_false)?)
-            }
-            TapeOp::Matmul { dtype } => {
-                let (lhs, rhs) = (operand(0)?, operand(1)?);
-                let plan = MatmulPlan::of(&static_dims(&builder.ty(lhs).shape), &static_dims(&builder.ty(rhs).shape))
-                    .ok_or_else(|| Error::internal("matmul recorded on operands that do not multiply"))?;
-                let lhs = convert(builder, lhs, *dtype)?;
-                let rhs = convert(builder, rhs, *dtype)?;
-                let lhs = builder.reshape(lhs, Shape::from_static(&plan.lhs_matrix))?;
-                let rhs = builder.reshape(rhs, Shape::from_static(&plan.rhs_matrix))?;
-                let lhs = broadcast_to(builder, lhs, &Shape::from_static(&plan.lhs_full))?;
-                let rhs = broadcast_to(builder, rhs, &Shape::from_static(&plan.rhs_full))?;
-                let batch: SmallVec<[i64; 4]> = (0..plan.batch_rank).collect();
-                let dims = DotDims {
-                    lhs_batch: batch.clone(),
-                    rhs_batch: batch,
-                    lhs_contracting: smallvec::smallvec![plan.batch_rank + 1],
-                    rhs_contracting: smallvec::smallvec![plan.batch_rank],
-                };
-                let product = builder.dot_general(lhs, rhs, dims)?;
-                reshape_if_needed(builder, product, &plan.result_dims)
-            }
-            TapeOp::Reduce { kind, axes, dtype, mean, keep } => {
-                let x = operand(0)?;
-                let dims = static_dims(&builder.ty(x).shape);
-                let value = convert(builder, x, *dtype)?;
-                let mut res = builder.reduce(value, *kind, axes)?;
-                if *mean {
-                    let count: i64 = axes.iter().filter_map(|&axis| dims.get(axis as usize)).product();
-                    let reduced_shape = builder.ty(res).shape.clone();
-                    let divisor = splat(builder, *dtype, Scalar::Int(count), &reduced_shape)?;
-                    res = builder.binary(BinaryOp::Divide, res, divisor)?;
-                }
-                if *keep { reshape_if_needed(builder, res, &keep_dims(&dims, axes)) } else { Ok(res) }
-            }
-            TapeOp::Softmax { axis } => {
-                let x = operand(0)?;
-                let shape = builder.ty(x).shape.clone();
-                let kept_dims = keep_dims(&static_dims(&shape), &[*axis]);
-                let max = builder.reduce(x, ReduceKind::Max, &[*axis])?;
-                let max = reshape_if_needed(builder, max, &kept_dims)?;
-                let max = broadcast_to(builder, max, &shape)?;
-                let shifted = builder.binary(BinaryOp::Subtract, x, max)?;
-                let exp = builder.unary(UnaryOp::Exponential, shifted)?;
-                let sum = builder.reduce(exp, ReduceKind::Sum, &[*axis])?;
-                let sum = reshape_if_needed(builder, sum, &kept_dims)?;
-                let sum = broadcast_to(builder, sum, &shape)?;
-                Ok(builder.binary(BinaryOp::Divide, exp, sum)?)
-            }
-            TapeOp::LayerNorm { normalized_rank, eps, has_weight } => {
-                let x = operand(0)?;
-                let TensorType { dtype, shape } = builder.ty(x).clone();
-                let dims = static_dims(&shape);
-                let first = dims.len().saturating_sub(*normalized_rank);
-                let axes: SmallVec<[i64; 4]> = (first as i64..dims.len() as i64).collect();
-                let kept_dims = keep_dims(&dims, &axes);
-                let kept_shape = Shape::from_static(&kept_dims);
-                let count: i64 = dims[first..].iter().product();
-                let mean_of = |builder: &mut GraphBuilder, value: ValueId| -> Result<ValueId> {
-                    let sum = builder.reduce(value, ReduceKind::Sum, &axes)?;
-                    let sum = reshape_if_needed(builder, sum, &kept_dims)?;
-                    let divisor = splat(builder, dtype, Scalar::Int(count), &kept_shape)?;
-                    let mean = builder.binary(BinaryOp::Divide, sum, divisor)?;
-                    broadcast_to(builder, mean, &shape)
-                };
-                let mean = mean_of(builder, x)?;
-                let centered = builder.binary(BinaryOp::Subtract, x, mean)?;
-                let squared = builder.binary(BinaryOp::Multiply, centered, centered)?;
-                let variance = mean_of(builder, squared)?;
-                let eps = splat(builder, dtype, eps.0, &shape)?;
-                let shifted = builder.binary(BinaryOp::Add, variance, eps)?;
-                let inv_std = builder.unary(UnaryOp::Rsqrt, shifted)?;
-                let mut res = builder.binary(BinaryOp::Multiply, centered, inv_std)?;
-                let mut params = operands[1..].iter();
-                if *has_weight && let Some(&weight) = params.next() {
-                    let weight = cast(builder, weight, dtype, &shape)?;
-                    res = builder.binary(BinaryOp::Multiply, res, weight)?;
-                }
-                if let Some(&bias) = params.next() {
-                    let bias = cast(builder, bias, dtype, &shape)?;
-                    res = builder.binary(BinaryOp::Add, res, bias)?;
-                }
-                Ok(res)
-            }
-            TapeOp::Reshape(dims) => Ok(builder.reshape(operand(0)?, Shape::from_static(dims))?),
-            TapeOp::Transpose(order) => Ok(builder.transpose(operand(0)?, order)?),
-            TapeOp::Slice { axis, start, end, step } => {
-                let x = operand(0)?;
-                let dims = static_dims(&builder.ty(x).shape);
-                let mut starts: SmallVec<[i64; 4]> = smallvec::smallvec![0; dims.len()];
-                let mut limits = dims.clone();
-                let mut strides: SmallVec<[i64; 4]> = smallvec::smallvec![1; dims.len()];
-                if *axis >= dims.len() {
-                    return Err(Error::internal(format!(
-                        "slice of dim {axis} recorded on a rank-{} tensor",
-                        dims.len()
-                    )));
-                }
-                starts[*axis] = *start;
-                limits[*axis] = *end;
-                strides[*axis] = *step;
-                Ok(builder.slice(x, &starts, &limits, &strides)?)
-            }
-            TapeOp::Cat { axis, dtype } => {
-                let converted =
-                    operands.iter().map(|&value| convert(builder, value, *dtype)).collect::<Result<Vec<_>>>()?;
-                Ok(builder.concatenate(&converted, *axis as i64)?)
-            }
-            TapeOp::BroadcastTo(dims) => broadcast_to(builder, operand(0)?, &Shape::from_static(dims)),
-        }
-    }
-}
-
-/// The two operands of an elementwise op (the second may be a scalar attribute), promoted to
-/// `dtype` and broadcast to their common shape.
-fn elementwise_operands(
-    builder: &mut GraphBuilder,
-    operands: &[ValueId],
-    dtype: DType,
-    scalar: Option<Bits>,
-) -> Result<(ValueId, ValueId)> {
-    let missing = || Error::internal("an elementwise op recorded without its operands");
-    let lhs = *operands.first().ok_or_else(missing)?;
-    let rhs = match scalar {
-        Some(value) => builder.constant(Literal::scalar(dtype, value.0)),
-        None => *operands.get(1).ok_or_else(missing)?,
-    };
-    let shape = broadcast_shapes(&builder.ty(lhs).shape, &builder.ty(rhs).shape)?;
-    let lhs = cast(builder, lhs, dtype, &shape)?;
-    let rhs = cast(builder, rhs, dtype, &shape)?;
-    Ok((lhs, rhs))
-}
-
-/// `dims` with every axis in `axes` set to 1.
-fn keep_dims(dims: &[i64], axes: &[i64]) -> SmallVec<[i64; 4]> {
-    dims.iter().enumerate().map(|(index, &size)| if axes.contains(&(index as i64)) { 1 } else { size }).collect()
-}
-
-/// `value` converted to `dtype` (no node when it already has it).
-fn convert(builder: &mut GraphBuilder, value: ValueId, dtype: DType) -> Result<ValueId> {
-    if builder.ty(value).dtype == dtype { Ok(value) } else { Ok(builder.convert(value, dtype)?) }
-}
-
-/// `value` broadcast to `shape`, aligned on the right (no node when it already has it).
-fn broadcast_to(builder: &mut GraphBuilder, value: ValueId, shape: &Shape) -> Result<ValueId> {
-    let operand_rank = builder.ty(value).rank();
-    if builder.ty(value).shape == *shape {
-        return Ok(value);
-    }
-    let offset = shape
-        .rank()
-        .checked_sub(operand_rank)
-        .ok_or_else(|| Error::internal(format!("broadcast of rank {operand_rank} to {shape}")))?
-        as i64;
-    let dims: SmallVec<[i64; 4]> = (0..operand_rank as i64).map(|index| index + offset).collect();
-    Ok(builder.broadcast_in_dim(value, &dims, shape.clone())?)
-}
-
-/// `value` converted to `dtype` and broadcast to `shape`.
-fn cast(builder: &mut GraphBuilder, value: ValueId, dtype: DType, shape: &Shape) -> Result<ValueId> {
-    let converted = convert(builder, value, dtype)?;
-    broadcast_to(builder, converted, shape)
-}
-
-/// `value` reshaped to `dims` (no node when it already has them).
-fn reshape_if_needed(builder: &mut GraphBuilder, value: ValueId, dims: &[i64]) -> Result<ValueId> {
-    if static_dims(&builder.ty(value).shape).as_slice() == dims {
-        return Ok(value);
-    }
-    Ok(builder.reshape(value, Shape::from_static(dims))?)
-}
-
-/// A tensor of `shape` whose every element is `value`, as a scalar constant broadcast.
-fn splat(builder: &mut GraphBuilder, dtype: DType, value: Scalar, shape: &Shape) -> Result<ValueId> {
-    let scalar = builder.constant(Literal::scalar(dtype, value));
-    broadcast_to(builder, scalar, shape)
-}
-
 #[cfg(test)]
 mod tests {
+    use ttpu_ir::Shape;
+
     use super::*;
 
     fn f32s(memo: &mut TypeMemo, dims: &[i64]) -> Arc<TensorType> {
@@ -609,7 +408,7 @@ mod tests {
         let (x_slot, y_slot) = (tape.add_input(Arc::clone(&x)), tape.add_input(Arc::clone(&y)));
         let sum_ty = memo.result_type(&add(None), &[&x, &y]).unwrap();
         let sum = tape.push(add(None), smallvec::smallvec![x_slot, y_slot]);
-        let tanh = TapeOp::FloatUnary { op: UnaryOp::Tanh, dtype: DType::F32 };
+        let tanh = TapeOp::FloatUnary(FloatFn::Unary(UnaryOp::Tanh));
         memo.result_type(&tanh, &[&sum_ty]).unwrap();
         let out = tape.push(tanh, smallvec::smallvec![sum]);
         tape.outputs.push(out);
@@ -673,7 +472,7 @@ mod tests {
         let mut swapped = base.clone();
         swapped.steps[0].operands.swap(0, 1);
         let mut other_op = base.clone();
-        other_op.steps[1].op = TapeOp::FloatUnary { op: UnaryOp::Exponential, dtype: DType::F32 };
+        other_op.steps[1].op = TapeOp::FloatUnary(FloatFn::Unary(UnaryOp::Exponential));
         let mut wider = base.clone();
         wider.inputs[0] = f32s(&mut memo, &[4, 3]);
         let mut more_outputs = base.clone();
