@@ -595,6 +595,46 @@ pub(super) fn inverse_trig(cx: &mut Cx<'_>, args: &Args, function: Inverse) -> R
     })?)
 }
 
+/// Whether each element's sign bit is set: `x < 0`, or `x` is `-0.0` (`1 / x` is `-inf`). The IR
+/// cannot read a NaN's sign bit (it has no bitcast), so NaNs count as positive, as `float('nan')`
+/// is; integers are `x < 0`, bools never.
+fn sign_bit(cx: &mut Cx<'_>, x: ValueId) -> Result<ValueId> {
+    let dtype = cx.dtype(x);
+    if dtype.is_bool() {
+        return cx.splat(DType::Bool, Scalar::Bool(false), &cx.shape(x));
+    }
+    let zero = cx.splat_like(x, Scalar::Int(0))?;
+    let negative = cx.compare(CompareDirection::Lt, x, zero)?;
+    if !dtype.is_float() {
+        return Ok(negative);
+    }
+    let one = cx.splat_like(x, Scalar::Int(1))?;
+    let inverse = cx.binary(BinaryOp::Divide, one, x)?;
+    let negative_zero = cx.compare(CompareDirection::Lt, inverse, zero)?;
+    let is_zero = cx.compare(CompareDirection::Eq, x, zero)?;
+    let negative_zero = cx.binary(BinaryOp::And, is_zero, negative_zero)?;
+    cx.binary(BinaryOp::Or, negative, negative_zero)
+}
+
+/// `signbit` (see [`sign_bit`] for NaNs).
+pub(super) fn signbit(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    tensor(sign_bit(cx, x)?)
+}
+
+/// `copysign` (tensor or scalar `other`): `|self|` with the sign bit of `other`, in floats (see
+/// [`sign_bit`] for NaNs).
+pub(super) fn copysign(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let (lhs, rhs) = (args.operand("self")?, args.operand("other")?);
+    let dtype = cx.result_type(&[lhs, rhs]);
+    let out = if dtype.is_float() { dtype } else { DEFAULT_FLOAT };
+    let [magnitude, sign] = cx.prepare([lhs, rhs], out)?;
+    let magnitude = cx.unary(UnaryOp::Abs, magnitude)?;
+    let negated = cx.unary(UnaryOp::Negate, magnitude)?;
+    let negative = sign_bit(cx, sign)?;
+    tensor(cx.select(negative, negated, magnitude)?)
+}
+
 /// `isinf`: `|x| == inf` (never for integers and bools).
 pub(super) fn isinf(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let x = args.tensor("self")?;
