@@ -663,6 +663,55 @@ pub(super) fn max_min(cx: &mut Cx<'_>, args: &Args, op: BinaryOp) -> Result<Impo
     tensor(cx.convert(result, dtype)?)
 }
 
+/// `fmax` / `fmin`: like `maximum` / `minimum`, but a NaN operand is ignored (NaN only when both
+/// are NaN), as C's `fmax`.
+pub(super) fn fmax_fmin(cx: &mut Cx<'_>, args: &Args, op: BinaryOp) -> Result<Imported> {
+    let (lhs, rhs) = (args.operand("self")?, args.operand("other")?);
+    let dtype = cx.result_type(&[lhs, rhs]);
+    let [x, y] = cx.prepare([lhs, rhs], dtype)?;
+    let mut result = cx.binary(op, x, y)?;
+    if dtype.is_float() {
+        // XLA's CPU max/min may return either operand when one is NaN: take the other one.
+        for (operand, other) in [(x, y), (y, x)] {
+            let nan = cx.compare(CompareDirection::Ne, operand, operand)?;
+            result = cx.select(nan, other, result)?;
+        }
+    }
+    tensor(result)
+}
+
+/// `hypot`: `sqrt(a² + b²)` without overflow or underflow in between, as C's `hypot`: computed as
+/// `big * sqrt(1 + (small / big)²)`; `inf` when either is infinite (even with a NaN), else NaN
+/// when either is NaN, and 0 for two zeros.
+pub(super) fn hypot(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let (lhs, rhs) = (args.operand("self")?, args.operand("other")?);
+    let dtype = cx.result_type(&[lhs, rhs]);
+    let out = if dtype.is_float() { dtype } else { DEFAULT_FLOAT };
+    let [a, b] = cx.prepare([lhs, rhs], opmath(out))?;
+    let (a, b) = (cx.unary(UnaryOp::Abs, a)?, cx.unary(UnaryOp::Abs, b)?);
+    let big = cx.binary(BinaryOp::Maximum, a, b)?;
+    let small = cx.binary(BinaryOp::Minimum, a, b)?;
+    let ratio = cx.binary(BinaryOp::Divide, small, big)?;
+    let square = cx.binary(BinaryOp::Multiply, ratio, ratio)?;
+    let one = cx.splat_like(a, Scalar::Int(1))?;
+    let sum = cx.binary(BinaryOp::Add, one, square)?;
+    let root = cx.unary(UnaryOp::Sqrt, sum)?;
+    let mut result = cx.binary(BinaryOp::Multiply, big, root)?;
+    let zero = cx.splat_like(a, Scalar::Int(0))?;
+    let both_zero = cx.compare(CompareDirection::Eq, big, zero)?;
+    result = cx.select(both_zero, zero, result)?;
+    let infinity = cx.splat_like(a, Scalar::Float(f64::INFINITY))?;
+    for operand in [a, b] {
+        let nan = cx.compare(CompareDirection::Ne, operand, operand)?;
+        result = cx.select(nan, operand, result)?;
+    }
+    for operand in [a, b] {
+        let infinite = cx.compare(CompareDirection::Eq, operand, infinity)?;
+        result = cx.select(infinite, infinity, result)?;
+    }
+    tensor(cx.convert(result, out)?)
+}
+
 /// `atan2.out(self, other, *, out)`: `atan2` in the dtype of `out` (which the functional graph
 /// never reads otherwise).
 pub(super) fn atan2_out(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
