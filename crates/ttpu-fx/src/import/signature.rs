@@ -5,20 +5,22 @@
 //! input spec, every returned value one output spec, in order); anything else is
 //! [`Error::Signature`] rather than a guess.
 
-use ttpu_ir::{GraphBuilder, TensorType, ValueId};
+use ttpu_ir::{DType, GraphBuilder, Literal, Loc, Scalar, TensorType, ValueId};
 
 use super::ctx::Imported;
 use super::{InputRole, ModelInput, ModelOutput, OutputRole};
 use crate::Location;
-use crate::ast::{Arg, InputKind, OutputKind, Program, Span};
+use crate::ast::{Arg, InputKind, OutputKind, Program, Span, SymExpr};
 use crate::error::{Error, Result};
 
 fn error(program: &Program, span: Span, message: String) -> Error {
     Error::Signature { at: Location::new(&program.path, &program.source, span), message }
 }
 
-/// One [`ModelInput`] per placeholder, in placeholder order; `types` are the placeholders' types.
-pub(crate) fn inputs(program: &Program, types: &[TensorType]) -> Result<Vec<ModelInput>> {
+/// One [`ModelInput`] per tensor placeholder, in placeholder order; `types` are the placeholders'
+/// types, `None` for a user input's Python value that the export specialized (it has a spec but
+/// no graph input, and the driver asks no data for it).
+pub(crate) fn inputs(program: &Program, types: &[Option<TensorType>]) -> Result<Vec<ModelInput>> {
     for (index, spec) in program.signature.inputs.iter().enumerate() {
         if !program.placeholders.iter().any(|placeholder| placeholder.name == spec.name) {
             return Err(error(
@@ -60,16 +62,20 @@ pub(crate) fn inputs(program: &Program, types: &[TensorType]) -> Result<Vec<Mode
                 return Err(error(program, spec.span, format!("input spec `{}` has no target", spec.name)));
             }
         };
-        inputs.push(ModelInput { name: placeholder.name.clone(), key, role, ty: ty.clone() });
+        if let Some(ty) = ty {
+            inputs.push(ModelInput { name: placeholder.name.clone(), key, role, ty: ty.clone() });
+        }
     }
     Ok(inputs)
 }
 
-/// The graph outputs (the `return` tuple, in order) and one [`ModelOutput`] for each.
+/// The graph outputs (the `return` tuple, in order) and one [`ModelOutput`] for each. A Python
+/// value returned as such (`x.shape[0]` of a static shape, a flag) becomes a rank-0 constant
+/// output: an int as `i64`, a float as `f64` (every Python float exactly), a bool as `bool`.
 pub(crate) fn outputs<'e>(
     program: &Program,
     inputs: &[ModelInput],
-    builder: &GraphBuilder,
+    builder: &mut GraphBuilder,
     lookup: impl Fn(&str) -> Option<&'e Imported>,
 ) -> Result<(Vec<ValueId>, Vec<ModelOutput>)> {
     let specs = &program.signature.outputs;
@@ -88,33 +94,59 @@ pub(crate) fn outputs<'e>(
     let mut outputs = Vec::with_capacity(specs.len());
     let mut user_outputs = 0;
     for (index, (returned, spec)) in program.outputs.iter().zip(specs).enumerate() {
-        let Arg::Name(name, span) = returned else {
-            return Err(error(
-                program,
-                program.return_span,
-                format!(
-                    "return value {index} is `{}`, not a tensor; constant outputs are not supported",
-                    show(returned)
-                ),
-            ));
+        let constant = |builder: &mut GraphBuilder, scalar: Scalar| {
+            let dtype = match scalar {
+                Scalar::Int(_) => DType::I64,
+                Scalar::Float(_) => DType::F64,
+                Scalar::Bool(_) => DType::Bool,
+            };
+            let line = Location::new(&program.path, &program.source, program.return_span).line;
+            builder.set_loc(Loc {
+                name: Some(format!("return value {index}")),
+                origin: Some(format!("return @ {}:{line}", program.path)),
+            });
+            builder.constant(Literal::scalar(dtype, scalar))
         };
-        if *name != spec.name {
-            return Err(error(
-                program,
-                spec.span,
-                format!("output spec {index} names `{}` but `return` has `{name}` there", spec.name),
-            ));
-        }
-        let value = match lookup(name) {
-            Some(Imported::Tensor(value)) => *value,
-            Some(_) => {
-                return Err(error(program, *span, format!("return value `{name}` is not a tensor")));
+        let value = match returned {
+            Arg::Int(value) => constant(builder, Scalar::Int(*value)),
+            Arg::Float(value) => constant(builder, Scalar::Float(*value)),
+            Arg::Bool(value) => constant(builder, Scalar::Bool(*value)),
+            Arg::Name(name, span) => {
+                if *name != spec.name {
+                    return Err(error(
+                        program,
+                        spec.span,
+                        format!("output spec {index} names `{}` but `return` has `{name}` there", spec.name),
+                    ));
+                }
+                match lookup(name) {
+                    Some(Imported::Tensor(value)) => *value,
+                    Some(Imported::SymInt(SymExpr::Int(value))) => constant(builder, Scalar::Int(*value)),
+                    Some(Imported::SymBool(Some(value))) => constant(builder, Scalar::Bool(*value)),
+                    Some(_) => {
+                        return Err(error(
+                            program,
+                            *span,
+                            format!("return value `{name}` is neither a tensor nor a number known at compile time"),
+                        ));
+                    }
+                    None => {
+                        return Err(Error::UndefinedName {
+                            at: Location::new(&program.path, &program.source, *span),
+                            name: name.clone(),
+                        });
+                    }
+                }
             }
-            None => {
-                return Err(Error::UndefinedName {
-                    at: Location::new(&program.path, &program.source, *span),
-                    name: name.clone(),
-                });
+            _ => {
+                return Err(error(
+                    program,
+                    program.return_span,
+                    format!(
+                        "return value {index} is `{}`, neither a tensor nor a number; such outputs are not supported",
+                        show(returned)
+                    ),
+                ));
             }
         };
         let target = |kind: &str, allowed: &dyn Fn(&InputRole) -> bool| -> Result<String> {

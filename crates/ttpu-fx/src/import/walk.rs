@@ -11,7 +11,7 @@ use ttpu_ir::{GraphBuilder, Loc, SymbolRange, TensorType};
 use super::args::{self, Val};
 use super::ctx::{Cx, Imported, Site};
 use super::{ImportOptions, Module, ops, signature, sym};
-use crate::ast::{Arg, Expr, FxType, Node, Program, Span, SymExpr};
+use crate::ast::{Arg, Expr, FxType, InputKind, Node, Program, Span, SymExpr};
 use crate::error::{Error, Result};
 
 /// Imports `program`; see [`super::import`].
@@ -40,7 +40,8 @@ pub(crate) fn import(program: &Program, options: &ImportOptions) -> Result<Modul
     for node in &program.nodes {
         walk.node(node)?;
     }
-    let (values, outputs) = signature::outputs(program, &inputs, &walk.cx.b, |name| walk.env.get(name))?;
+    let env = &walk.env;
+    let (values, outputs) = signature::outputs(program, &inputs, &mut walk.cx.b, |name| env.get(name))?;
     let mut graph = walk.cx.b.finish(&values);
     // Multi-output ops build every result (layer norm's mean and rstd, pooling indices); drop the
     // ones nothing uses so the graph holds only what the model computes.
@@ -116,15 +117,26 @@ impl Walk<'_> {
         Ok(TensorType::new(dtype, shape.into_iter().collect()))
     }
 
-    /// Graph inputs from the placeholders, typed by their annotations.
-    fn placeholders(&mut self) -> Result<Vec<TensorType>> {
+    /// Graph inputs from the placeholders, typed by their annotations. A placeholder printed
+    /// without a type is a Python value of a user input (a number, bool, string or `None`) that
+    /// the export specialized: the graph computes with its exported value, so it becomes no graph
+    /// input (its type is `None` here) and a node that reads it is an error.
+    fn placeholders(&mut self) -> Result<Vec<Option<TensorType>>> {
         let mut types = Vec::with_capacity(self.program.placeholders.len());
         for placeholder in &self.program.placeholders {
+            if matches!(&placeholder.ty, FxType::Other(text) if text.is_empty())
+                && self.is_user_input(&placeholder.name)
+            {
+                self.env.insert(placeholder.name.clone(), Imported::None);
+                types.push(None);
+                continue;
+            }
             let FxType::Tensor { dtype, dims } = &placeholder.ty else {
                 return Err(Error::Signature {
                     at: self.location(placeholder.span),
                     message: format!(
-                        "input `{}` is not a tensor; symbolic-int and other non-tensor inputs are not supported",
+                        "input `{}` is not a tensor; only a USER_INPUT may be a Python value the export \
+                         specialized (printed without a type), and symbolic-int inputs are not supported",
                         placeholder.name
                     ),
                 });
@@ -133,9 +145,14 @@ impl Walk<'_> {
             let ty = self.tensor_type(*dtype, dims, &what, placeholder.span)?;
             let value = self.cx.b.input(ty.clone(), Some(placeholder.name.clone()));
             self.env.insert(placeholder.name.clone(), Imported::Tensor(value));
-            types.push(ty);
+            types.push(Some(ty));
         }
         Ok(types)
+    }
+
+    /// Whether the graph signature lists `name` as a `USER_INPUT`.
+    fn is_user_input(&self, name: &str) -> bool {
+        self.program.signature.inputs.iter().any(|spec| spec.name == name && spec.kind == InputKind::UserInput)
     }
 
     /// Decomposes one node and records its result.
