@@ -35,6 +35,29 @@ pub struct Program {
     pub signature: Signature,
     /// `Range constraints:`, in printed order.
     pub range_constraints: Vec<RangeConstraint>,
+    /// Submodule classes printed after `forward` (the branches of `torch.cond`), each with its
+    /// own nested submodules.
+    pub submodules: Vec<Submodule>,
+}
+
+/// `class NAME(torch.nn.Module):` with its `forward`: a graph that a higher-order op of the
+/// enclosing graph calls (`true_graph_0 = self.true_graph_0`). Names are scoped per graph.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Submodule {
+    /// The class name, which the enclosing graph reads as `self.NAME`.
+    pub name: String,
+    /// `forward`'s parameters, in order.
+    pub placeholders: Vec<Placeholder>,
+    /// Assignments in `forward`, in order.
+    pub nodes: Vec<Node>,
+    /// The `return (...)` tuple.
+    pub outputs: Vec<Arg>,
+    /// Span of the `return` statement.
+    pub return_span: Span,
+    /// Submodules printed inside this one.
+    pub submodules: Vec<Submodule>,
+    /// Span of the class name.
+    pub span: Span,
 }
 
 /// An annotation like `"f32[s77, 8]"`, `"Sym(s77)"` or `"i64[]"`.
@@ -113,6 +136,11 @@ pub enum Expr {
         kwargs: Vec<(String, Arg)>,
         /// Span of the callee name.
         target_span: Span,
+    },
+    /// `self.NAME`: a submodule of the graph, as an argument of a higher-order op.
+    Attr {
+        /// The submodule's name.
+        name: String,
     },
     /// `base[index]`: an element of a multi-output node.
     Index {

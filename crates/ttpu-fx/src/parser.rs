@@ -17,7 +17,7 @@ use ttpu_ir::DType;
 
 use crate::ast::{
     Arg, Expr, FxType, InputKind, InputSpec, Node, OutputKind, OutputSpec, Placeholder, Program, RangeConstraint,
-    Signature, Span, SymExpr,
+    Signature, Span, Submodule, SymExpr,
 };
 use crate::lexer::{Token, TokenKind, tokenize, unquote};
 use crate::{Error, Location, Result};
@@ -164,6 +164,12 @@ impl<'s> Cursor<'s> {
         }
     }
 
+    /// The 0-based column of `token`'s first byte within its line.
+    fn column(&self, token: Token) -> usize {
+        let before = self.src.get(..token.span.start).unwrap_or("");
+        before.len() - before.rfind('\n').map_or(0, |newline| newline + 1)
+    }
+
     fn skip_newlines(&mut self) {
         while self.peek().kind == TokenKind::Newline {
             self.bump();
@@ -255,6 +261,7 @@ impl<'s> Parser<'s> {
         self.cur.skip_trivia();
         let placeholders = self.forward_header()?;
         let (nodes, outputs, return_span) = self.body()?;
+        let submodules = self.submodules()?;
         let signature = self.signature()?;
         let range_constraints = self.range_constraints()?;
         Ok(Program {
@@ -266,7 +273,61 @@ impl<'s> Parser<'s> {
             return_span,
             signature,
             range_constraints,
+            submodules,
         })
+    }
+
+    /// The `class NAME(torch.nn.Module):` blocks after the main `forward`, nested by their
+    /// indentation: a class indented deeper than the one before it belongs to that one. Each
+    /// `forward` has its own names, so the names defined so far are set aside while it is read.
+    fn submodules(&mut self) -> Result<Vec<Submodule>> {
+        // (indentation, submodule, index of the enclosing submodule) in printed order.
+        let mut flat: Vec<(usize, Submodule, Option<usize>)> = Vec::new();
+        loop {
+            self.cur.skip_trivia();
+            let token = self.cur.peek();
+            if !self.cur.is(token, "class") {
+                break;
+            }
+            let indent = self.cur.column(token);
+            self.cur.bump();
+            let name = self.cur.expect_ident("a class name")?;
+            self.cur.expect("(", "`(`")?;
+            self.dotted()?;
+            self.cur.expect(")", "`)`")?;
+            self.cur.expect(":", "`:`")?;
+            self.cur.end_of_line("end of line after the class header")?;
+            self.cur.skip_trivia();
+            let outer = std::mem::take(&mut self.defined);
+            let placeholders = self.forward_header()?;
+            let (nodes, outputs, return_span) = self.body()?;
+            self.defined = outer;
+            let mut parent = flat.len().checked_sub(1);
+            while let Some(index) = parent
+                && flat[index].0 >= indent
+            {
+                parent = flat[index].2;
+            }
+            let submodule = Submodule {
+                name: self.cur.text(name).to_owned(),
+                placeholders,
+                nodes,
+                outputs,
+                return_span,
+                submodules: Vec::new(),
+                span: name.span,
+            };
+            flat.push((indent, submodule, parent));
+        }
+        // Children come after their parent, so attaching from the back moves each one complete.
+        let mut roots = Vec::new();
+        while let Some((_, submodule, parent)) = flat.pop() {
+            match parent {
+                Some(index) => flat[index].1.submodules.insert(0, submodule),
+                None => roots.insert(0, submodule),
+            }
+        }
+        Ok(roots)
     }
 
     /// Consumes a fixed sequence of identifiers and puncts, reporting the first mismatch against
@@ -447,6 +508,10 @@ impl<'s> Parser<'s> {
             if self.cur.eat("(") {
                 let (args, kwargs) = self.call_args()?;
                 return Ok(Expr::Call { target: normalize_target(target), args, kwargs, target_span });
+            }
+            if parts == 2 && self.cur.text(token) == "self" {
+                let name = target.strip_prefix("self.").unwrap_or(&target).to_owned();
+                return Ok(Expr::Attr { name });
             }
             if parts == 1 && self.cur.at("[") {
                 self.cur.bump();

@@ -51,6 +51,7 @@ fn every_fixture_parses_with_matching_counts() {
         ("cnn_bf16", (12, 12, 1)),
         ("cnn_dynamic", (12, 13, 1)),
         ("cnn_pool_variants", (6, 14, 3)),
+        ("cond_branches", (4, 7, 2)),
         ("gpt2_block", (14, 59, 1)),
         ("gpt2_block_bf16", (14, 59, 1)),
         ("gpt2_block_dynamic", (14, 63, 1)),
@@ -329,4 +330,23 @@ fn mlp_snapshot() {
         &program.signature,
         &program.range_constraints
     ));
+}
+
+#[test]
+fn submodule_classes_nest_by_indentation_and_keep_their_own_names() {
+    let program = load("cond_branches");
+    let names = |submodules: &[ttpu_fx::ast::Submodule]| -> Vec<String> {
+        submodules.iter().map(|submodule| submodule.name.clone()).collect()
+    };
+    assert_eq!(names(&program.submodules), ["true_graph_0", "false_graph_0"]);
+    let outer_true = &program.submodules[0];
+    // The inner branches reuse the outer names: they are scoped to `true_graph_0`.
+    assert_eq!(names(&outer_true.submodules), ["true_graph_0", "false_graph_0"]);
+    assert!(program.submodules[1].submodules.is_empty());
+    let placeholders: Vec<&str> = outer_true.placeholders.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(placeholders, ["x", "y", "p_lin_bias", "p_lin_weight"]);
+    // `gt` is defined in the main graph and again in the branch: each graph has its own names.
+    assert!(program.nodes.iter().any(|node| node.name == "gt"));
+    assert!(outer_true.nodes.iter().any(|node| node.name == "gt"));
+    assert_eq!(outer_true.submodules[0].outputs.len(), 2);
 }

@@ -84,6 +84,9 @@ pub(crate) fn imported_val(site: &Site, name: &str, imported: &Imported) -> Resu
         Imported::SymBool(Some(value)) => Ok(Val::Bool(*value)),
         Imported::SymBool(None) => Ok(Val::Opaque("a symbolic bool".into())),
         Imported::Tuple(_) => Err(site.bad(format!("`{name}` is a tuple; select an element with getitem first"))),
+        Imported::Submodule(_) => {
+            Err(site.bad(format!("`{name}` is a submodule; only higher-order ops such as `cond` take one")))
+        }
         Imported::None => Err(site.bad(format!(
             "`{name}` has no value (a check's result, or a non-tensor input whose value the export specialized)"
         ))),

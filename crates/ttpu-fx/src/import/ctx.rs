@@ -32,6 +32,8 @@ pub(crate) enum Imported {
     SymBool(Option<bool>),
     /// Nothing (`_assert_tensor_metadata` and other checks).
     None,
+    /// A submodule of the graph (`self.true_graph_0`), by name: an argument of `torch.cond`.
+    Submodule(String),
 }
 
 /// Where errors of the node being imported point.

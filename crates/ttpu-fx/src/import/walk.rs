@@ -11,7 +11,7 @@ use ttpu_ir::{GraphBuilder, Loc, SymbolRange, TensorType};
 use super::args::{self, Val};
 use super::ctx::{Cx, Imported, Site};
 use super::{ImportOptions, Module, ops, signature, sym};
-use crate::ast::{Arg, Expr, FxType, InputKind, Node, Program, Span, SymExpr};
+use crate::ast::{Arg, Expr, FxType, InputKind, Node, Program, Span, Submodule, SymExpr};
 use crate::error::{Error, Result};
 
 /// Imports `program`; see [`super::import`].
@@ -33,6 +33,7 @@ pub(crate) fn import(program: &Program, options: &ImportOptions) -> Result<Modul
         },
         program,
         env: HashMap::new(),
+        scope: &program.submodules,
     };
     walk.symbols()?;
     let input_types = walk.placeholders()?;
@@ -53,9 +54,11 @@ struct Walk<'a> {
     cx: Cx<'a>,
     program: &'a Program,
     env: HashMap<String, Imported>,
+    /// The submodules the graph being imported can read (`self.NAME`).
+    scope: &'a [Submodule],
 }
 
-impl Walk<'_> {
+impl<'a> Walk<'a> {
     fn location(&self, span: Span) -> crate::Location {
         self.cx.site.location(span)
     }
@@ -160,6 +163,7 @@ impl Walk<'_> {
         let (op, span) = match &node.expr {
             Expr::Call { target, target_span, .. } => (target.clone(), *target_span),
             Expr::Index { .. } => ("operator.getitem".to_string(), node.span),
+            Expr::Attr { .. } => ("a submodule".to_string(), node.span),
             Expr::SymBinary { op, .. } => (format!("`{op}` on symbolic ints"), node.span),
         };
         self.cx.site.op = op.clone();
@@ -185,6 +189,12 @@ impl Walk<'_> {
         };
         let value = match &node.expr {
             Expr::Call { target, args, kwargs, target_span } => self.call(target, args, kwargs, *target_span)?,
+            Expr::Attr { name } => {
+                if !self.scope.iter().any(|submodule| submodule.name == *name) {
+                    return Err(self.cx.bad(format!("the graph has no submodule `{name}`")));
+                }
+                Imported::Submodule(name.clone())
+            }
             Expr::Index { base, index } => {
                 let tuple = self
                     .env
@@ -230,6 +240,9 @@ impl Walk<'_> {
             }
             return Ok(Imported::None);
         }
+        if target == "higher_order.cond" {
+            return self.cond(args, kwargs);
+        }
         if target == "operator.getitem" {
             let ([Arg::Name(base, base_span), Arg::Int(index)], []) = (args, kwargs) else {
                 return Err(self.cx.bad("expects a node name and an int index"));
@@ -269,6 +282,125 @@ impl Walk<'_> {
         (def.run)(&mut self.cx, &bound)
     }
 
+    /// `torch.cond(pred, true_graph, false_graph, operands)`. Both branches are pure graphs with
+    /// results of one type (`torch.cond` requires it), so the op is both branches computed, each
+    /// result chosen by the predicate with `select`; a predicate known at import time imports only
+    /// its branch. Computing both costs the untaken branch's work, never its effects: a NaN or an
+    /// infinity there is discarded by the select.
+    fn cond(&mut self, args: &[Arg], kwargs: &[(String, Arg)]) -> Result<Imported> {
+        let ([Arg::Name(pred, pred_span), Arg::Name(on_true, _), Arg::Name(on_false, _), Arg::Tuple(operands)], []) =
+            (args, kwargs)
+        else {
+            return Err(self.cx.bad("expects a predicate, two submodules and a tuple of operands"));
+        };
+        let lookup = |walk: &Self, name: &str, span: Span| {
+            walk.env
+                .get(name)
+                .cloned()
+                .ok_or_else(|| Error::UndefinedName { at: walk.location(span), name: name.to_string() })
+        };
+        let pred = lookup(self, pred, *pred_span)?;
+        let operands = operands
+            .iter()
+            .map(|operand| match operand {
+                Arg::Name(name, span) => lookup(self, name, *span),
+                Arg::Int(value) => Ok(Imported::SymInt(SymExpr::Int(*value))),
+                _ => Err(self.cx.bad("cond operands must be names or ints")),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let branch = |walk: &Self, name: &str| -> Result<&'a Submodule> {
+            match walk.env.get(name) {
+                Some(Imported::Submodule(submodule)) => walk
+                    .scope
+                    .iter()
+                    .find(|candidate| candidate.name == *submodule)
+                    .ok_or_else(|| walk.cx.bad(format!("the graph has no submodule `{submodule}`"))),
+                _ => Err(walk.cx.bad(format!("`{name}` is not a submodule"))),
+            }
+        };
+        let (on_true, on_false) = (branch(self, on_true)?, branch(self, on_false)?);
+        let site = self.cx.site.clone();
+        let pred = match pred {
+            Imported::SymBool(Some(known)) => {
+                let taken = if known { on_true } else { on_false };
+                return Ok(Imported::Tuple(self.subgraph(taken, &operands)?));
+            }
+            Imported::Tensor(pred) if self.cx.b.ty(pred).shape.rank() == 0 => {
+                if self.cx.dtype(pred).is_bool() {
+                    pred
+                } else {
+                    let zero = self.cx.splat_like(pred, ttpu_ir::Scalar::Int(0))?;
+                    self.cx.compare(ttpu_ir::CompareDirection::Ne, pred, zero)?
+                }
+            }
+            _ => return Err(site.bad("the predicate must be a one-element tensor or a bool known at import time")),
+        };
+        let when_true = self.subgraph(on_true, &operands)?;
+        let when_false = self.subgraph(on_false, &operands)?;
+        self.cx.site = site;
+        if when_true.len() != when_false.len() {
+            return Err(self.cx.bad(format!(
+                "the branches return {} and {} values; `cond` needs the same number",
+                when_true.len(),
+                when_false.len()
+            )));
+        }
+        let mut results = Vec::with_capacity(when_true.len());
+        for (index, (a, b)) in when_true.into_iter().zip(when_false).enumerate() {
+            let (Imported::Tensor(a), Imported::Tensor(b)) = (a, b) else {
+                return Err(self.cx.bad(format!("result {index} of a branch is not a tensor")));
+            };
+            if self.cx.b.ty(a) != self.cx.b.ty(b) {
+                return Err(self.cx.bad(format!(
+                    "result {index} is {} in one branch and {} in the other; `cond` needs one type",
+                    self.cx.b.ty(a),
+                    self.cx.b.ty(b)
+                )));
+            }
+            results.push(Imported::Tensor(self.cx.select(pred, a, b)?));
+        }
+        Ok(Imported::Tuple(results))
+    }
+
+    /// Imports `submodule`'s graph inline on `operands` (its placeholders, in order) and returns
+    /// what it returns. Its names are its own: the enclosing graph's are set aside meanwhile.
+    fn subgraph(&mut self, submodule: &'a Submodule, operands: &[Imported]) -> Result<Vec<Imported>> {
+        if submodule.placeholders.len() != operands.len() {
+            return Err(self.cx.bad(format!(
+                "`{}` takes {} inputs but is given {}",
+                submodule.name,
+                submodule.placeholders.len(),
+                operands.len()
+            )));
+        }
+        let env =
+            submodule.placeholders.iter().map(|placeholder| placeholder.name.clone()).zip(operands.iter().cloned());
+        let outer_env = std::mem::replace(&mut self.env, env.collect());
+        let outer_scope = std::mem::replace(&mut self.scope, &submodule.submodules);
+        let result = self.subgraph_body(submodule);
+        self.env = outer_env;
+        self.scope = outer_scope;
+        result
+    }
+
+    fn subgraph_body(&mut self, submodule: &'a Submodule) -> Result<Vec<Imported>> {
+        for node in &submodule.nodes {
+            self.node(node)?;
+        }
+        submodule
+            .outputs
+            .iter()
+            .map(|output| match output {
+                Arg::Name(name, span) => self
+                    .env
+                    .get(name)
+                    .cloned()
+                    .ok_or_else(|| Error::UndefinedName { at: self.location(*span), name: name.clone() }),
+                _ => Err(self.cx.bad(format!("`{}` returns a value that is not a name", submodule.name))),
+            })
+            .collect()
+    }
+
     /// An operand of a `SymBinary`: an int literal or a symbolic-int node.
     fn sym_operand(&self, arg: &Arg) -> Result<SymExpr> {
         match arg {
@@ -304,6 +436,7 @@ impl Walk<'_> {
             (Imported::Tuple(items), _) => format!("a tuple of {}", items.len()),
             (Imported::SymBool(_), _) => "a symbolic bool".to_string(),
             (Imported::None, _) => "nothing".to_string(),
+            (Imported::Submodule(name), _) => format!("the submodule `{name}`"),
         };
         let annotated = match annotated {
             Annotated::Tensor(ty) => ty.to_string(),
