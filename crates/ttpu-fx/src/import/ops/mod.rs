@@ -284,6 +284,8 @@ pub(crate) static TABLE: &[OpDef] = &[
     def("aten.max.dim", "self, dim, keepdim", |cx, a| reduce::extremum_dim(cx, a, ReduceKind::Max)),
     def("aten.min.dim", "self, dim, keepdim", |cx, a| reduce::extremum_dim(cx, a, ReduceKind::Min)),
     def("aten.cumsum.default", "self, dim, *, dtype", reduce::cumsum),
+    def("aten.cummax.default", "self, dim", |cx, a| reduce::cumulative_extreme(cx, a, ReduceKind::Max)),
+    def("aten.cummin.default", "self, dim", |cx, a| reduce::cumulative_extreme(cx, a, ReduceKind::Min)),
     def("aten.var.correction", "self, dim, *, correction, keepdim", |cx, a| reduce::var(cx, a, false)),
     def("aten.std.correction", "self, dim, *, correction, keepdim", |cx, a| reduce::var(cx, a, true)),
     def("aten.var.dim", "self, dim, unbiased, keepdim", |cx, a| reduce::var(cx, a, false)),

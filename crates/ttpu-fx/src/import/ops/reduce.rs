@@ -211,6 +211,67 @@ pub(super) fn cumsum(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     tensor(cx.convert(summed, dtype)?)
 }
 
+/// `cummax` / `cummin(self, dim)`: the running extreme along `dim` and, for each position, the
+/// index it came from, as PyTorch computes them: a tie moves the index to the later element, and
+/// from the first NaN on the value is NaN and the index that of the latest NaN.
+///
+/// Values are a `reduce_window` scan like `cumsum`. An element is a *hit* when it equals the
+/// running extreme at its own position (or is NaN); the running extreme at `i` then came from
+/// the last hit at or before `i`, because the extreme only changes at a hit. So the indices are a
+/// running maximum of the hits' positions (`-1` elsewhere).
+pub(super) fn cumulative_extreme(cx: &mut Cx<'_>, args: &Args, kind: ReduceKind) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    let rank = cx.rank(x);
+    let dim = cx.norm_dim(args.int("dim")?, rank)?;
+    if rank == 0 {
+        let zero = cx.splat(DType::I64, Scalar::Int(0), &Shape::scalar())?;
+        return Ok(Imported::Tuple(vec![Imported::Tensor(x), Imported::Tensor(zero)]));
+    }
+    let size = cx.static_dim(x, dim, "a running extreme")?;
+    let dtype = cx.dtype(x);
+    let scan = |cx: &mut Cx<'_>, value: ValueId, kind: ReduceKind| {
+        let mut window = Window {
+            dimensions: SmallVec::from_elem(1, rank),
+            strides: SmallVec::from_elem(1, rank),
+            base_dilations: SmallVec::from_elem(1, rank),
+            window_dilations: SmallVec::from_elem(1, rank),
+            padding: SmallVec::from_elem((0, 0), rank),
+        };
+        window.dimensions[dim] = size.max(1);
+        window.padding[dim] = ((size - 1).max(0), 0);
+        let built = cx.b.reduce_window(value, kind, window);
+        cx.ok(built)
+    };
+    // Bools scan as integers (a max of bools is an `or`, which the window has no identity for).
+    let compute = if dtype.is_bool() { cx.convert(x, DType::I32)? } else { x };
+    let mut running = scan(cx, compute, kind)?;
+    let mut nan = None;
+    if dtype.is_float() {
+        // XLA's CPU max and min may drop NaN: put it back from the first NaN on, before the hits
+        // are found (a number after a NaN is never a hit).
+        let is_nan = cx.compare(CompareDirection::Ne, x, x)?;
+        let as_int = cx.convert(is_nan, DType::I32)?;
+        let seen = scan(cx, as_int, ReduceKind::Max)?;
+        let zero = cx.splat_like(seen, Scalar::Int(0))?;
+        let seen = cx.compare(CompareDirection::Gt, seen, zero)?;
+        let nans = cx.splat_like(x, Scalar::Float(f64::NAN))?;
+        running = cx.select(seen, nans, running)?;
+        nan = Some(is_nan);
+    }
+    let mut hit = cx.compare(CompareDirection::Eq, compute, running)?;
+    if let Some(nan) = nan {
+        hit = cx.binary(BinaryOp::Or, hit, nan)?;
+    }
+    let shape = cx.shape(x);
+    let positions = cx.b.iota(TensorType::new(DType::I64, shape.clone()), dim as i64);
+    let positions = cx.ok(positions)?;
+    let miss = cx.splat(DType::I64, Scalar::Int(-1), &shape)?;
+    let candidates = cx.select(hit, positions, miss)?;
+    let indices = scan(cx, candidates, ReduceKind::Max)?;
+    let values = cx.convert(running, dtype)?;
+    Ok(Imported::Tuple(vec![Imported::Tensor(values), Imported::Tensor(indices)]))
+}
+
 /// `var.correction` / `std.correction` / `var.dim`: the mean squared deviation over
 /// `n - correction` (`var.dim` takes `unbiased`: a correction of 1 or 0).
 pub(super) fn var(cx: &mut Cx<'_>, args: &Args, sqrt: bool) -> Result<Imported> {
