@@ -185,6 +185,22 @@ fn extreme_and_index(
     Ok((values, index))
 }
 
+/// The window of a running reduction along `dim` (of `size` elements, in a rank-`rank` tensor):
+/// each position reduces itself and everything before it, the window reaching back over the whole
+/// dim into padding that holds the reduction's identity.
+fn scan_window(rank: usize, dim: usize, size: i64) -> Window {
+    let mut window = Window {
+        dimensions: SmallVec::from_elem(1, rank),
+        strides: SmallVec::from_elem(1, rank),
+        base_dilations: SmallVec::from_elem(1, rank),
+        window_dilations: SmallVec::from_elem(1, rank),
+        padding: SmallVec::from_elem((0, 0), rank),
+    };
+    window.dimensions[dim] = size.max(1);
+    window.padding[dim] = ((size - 1).max(0), 0);
+    window
+}
+
 /// `cumsum(self, dim, dtype)`: a `reduce_window` sum whose window reaches back over the whole dim.
 pub(super) fn cumsum(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let x = args.tensor("self")?;
@@ -197,16 +213,7 @@ pub(super) fn cumsum(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let size = cx.static_dim(x, dim, "cumsum")?;
     let x = cx.convert(x, dtype)?;
     let compute = cx.convert(x, opmath(dtype))?;
-    let mut window = Window {
-        dimensions: SmallVec::from_elem(1, rank),
-        strides: SmallVec::from_elem(1, rank),
-        base_dilations: SmallVec::from_elem(1, rank),
-        window_dilations: SmallVec::from_elem(1, rank),
-        padding: SmallVec::from_elem((0, 0), rank),
-    };
-    window.dimensions[dim] = size.max(1);
-    window.padding[dim] = ((size - 1).max(0), 0);
-    let built = cx.b.reduce_window(compute, ReduceKind::Sum, window);
+    let built = cx.b.reduce_window(compute, ReduceKind::Sum, scan_window(rank, dim, size));
     let summed = cx.ok(built)?;
     tensor(cx.convert(summed, dtype)?)
 }
@@ -230,16 +237,7 @@ pub(super) fn cumulative_extreme(cx: &mut Cx<'_>, args: &Args, kind: ReduceKind)
     let size = cx.static_dim(x, dim, "a running extreme")?;
     let dtype = cx.dtype(x);
     let scan = |cx: &mut Cx<'_>, value: ValueId, kind: ReduceKind| {
-        let mut window = Window {
-            dimensions: SmallVec::from_elem(1, rank),
-            strides: SmallVec::from_elem(1, rank),
-            base_dilations: SmallVec::from_elem(1, rank),
-            window_dilations: SmallVec::from_elem(1, rank),
-            padding: SmallVec::from_elem((0, 0), rank),
-        };
-        window.dimensions[dim] = size.max(1);
-        window.padding[dim] = ((size - 1).max(0), 0);
-        let built = cx.b.reduce_window(value, kind, window);
+        let built = cx.b.reduce_window(value, kind, scan_window(rank, dim, size));
         cx.ok(built)
     };
     // Bools scan as integers (a max of bools is an `or`, which the window has no identity for).
