@@ -36,6 +36,11 @@ impl GraphBuilder {
         self.loc = loc;
     }
 
+    /// The location given to the nodes built next.
+    pub fn loc(&self) -> &Loc {
+        &self.loc
+    }
+
     /// The graph so far.
     pub fn graph(&self) -> &Graph {
         &self.graph

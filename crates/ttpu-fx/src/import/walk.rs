@@ -319,7 +319,6 @@ impl<'a> Walk<'a> {
             }
         };
         let (on_true, on_false) = (branch(self, on_true)?, branch(self, on_false)?);
-        let site = self.cx.site.clone();
         let pred = match pred {
             Imported::SymBool(Some(known)) => {
                 let taken = if known { on_true } else { on_false };
@@ -333,11 +332,12 @@ impl<'a> Walk<'a> {
                     self.cx.compare(ttpu_ir::CompareDirection::Ne, pred, zero)?
                 }
             }
-            _ => return Err(site.bad("the predicate must be a one-element tensor or a bool known at import time")),
+            _ => {
+                return Err(self.cx.bad("the predicate must be a one-element tensor or a bool known at import time"));
+            }
         };
         let when_true = self.subgraph(on_true, &operands)?;
         let when_false = self.subgraph(on_false, &operands)?;
-        self.cx.site = site;
         if when_true.len() != when_false.len() {
             return Err(self.cx.bad(format!(
                 "the branches return {} and {} values; `cond` needs the same number",
@@ -363,7 +363,8 @@ impl<'a> Walk<'a> {
     }
 
     /// Imports `submodule`'s graph inline on `operands` (its placeholders, in order) and returns
-    /// what it returns. Its names are its own: the enclosing graph's are set aside meanwhile.
+    /// what it returns. Its names are its own: the enclosing graph's are set aside meanwhile, and
+    /// the caller's node is again the one errors and new nodes point at afterwards.
     fn subgraph(&mut self, submodule: &'a Submodule, operands: &[Imported]) -> Result<Vec<Imported>> {
         if submodule.placeholders.len() != operands.len() {
             return Err(self.cx.bad(format!(
@@ -377,9 +378,15 @@ impl<'a> Walk<'a> {
             submodule.placeholders.iter().map(|placeholder| placeholder.name.clone()).zip(operands.iter().cloned());
         let outer_env = std::mem::replace(&mut self.env, env.collect());
         let outer_scope = std::mem::replace(&mut self.scope, &submodule.submodules);
+        let (outer_site, outer_loc) = (self.cx.site.clone(), self.cx.b.loc().clone());
         let result = self.subgraph_body(submodule);
         self.env = outer_env;
         self.scope = outer_scope;
+        if result.is_ok() {
+            // On an error the site stays at the failing node inside the branch, where it points.
+            self.cx.site = outer_site;
+            self.cx.b.set_loc(outer_loc);
+        }
         result
     }
 
