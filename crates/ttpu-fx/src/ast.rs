@@ -40,6 +40,18 @@ pub struct Program {
     pub submodules: Vec<Submodule>,
 }
 
+impl Program {
+    /// Whether the graph-signature name `spec_name` names the placeholder `placeholder`: its own
+    /// name, or the name of an alias statement of it (`input_1 = input`, printed when the Python
+    /// parameter shadows a builtin; the signature then uses the node name `input_1`).
+    pub fn names_placeholder(&self, spec_name: &str, placeholder: &str) -> bool {
+        spec_name == placeholder
+            || self.nodes.iter().any(|node| {
+                node.name == spec_name && matches!(&node.expr, Expr::Alias { source } if source == placeholder)
+            })
+    }
+}
+
 /// `class NAME(torch.nn.Module):` with its `forward`: a graph that a higher-order op of the
 /// enclosing graph calls (`true_graph_0 = self.true_graph_0`). Names are scoped per graph.
 #[derive(Clone, Debug, PartialEq)]
@@ -148,6 +160,13 @@ pub enum Expr {
         base: String,
         /// The element.
         index: i64,
+    },
+    /// `input_1 = input`: another name for an earlier value. FX prints this for a placeholder whose
+    /// Python name shadows a builtin (`input`, `len`, `type`): the graph node is `input_1` (the
+    /// name the graph signature and later nodes use) while `forward`'s parameter keeps `input`.
+    Alias {
+        /// The name aliased.
+        source: String,
     },
     /// A binary operator on symbolic ints (`mul: "Sym(2*s77)" = sym_size_int * 2`).
     SymBinary {

@@ -524,6 +524,9 @@ impl<'s> Parser<'s> {
                 let lhs = self.name_ref(token)?;
                 return self.sym_binary(lhs);
             }
+            if parts == 1 && self.at_line_end() {
+                return Ok(Expr::Alias { source: self.defined_name(token)? });
+            }
             let expected = if parts == 1 { "`(`, `[` or an operator like `*`" } else { "`(` after the callee" };
             return Err(self.cur.error(self.cur.peek(), expected));
         }
@@ -538,6 +541,12 @@ impl<'s> Parser<'s> {
             return Err(self.cur.error(self.cur.peek(), "an operator like `*` after the operand"));
         }
         self.sym_binary(lhs)
+    }
+
+    /// Whether the statement ends here (`;` starts the deletions that end it too).
+    fn at_line_end(&self) -> bool {
+        let token = self.cur.peek();
+        matches!(token.kind, TokenKind::Newline | TokenKind::Eof) || self.cur.is(token, ";")
     }
 
     fn at_sym_op(&self) -> bool {

@@ -22,7 +22,7 @@ fn error(program: &Program, span: Span, message: String) -> Error {
 /// no graph input, and the driver asks no data for it).
 pub(crate) fn inputs(program: &Program, types: &[Option<TensorType>]) -> Result<Vec<ModelInput>> {
     for (index, spec) in program.signature.inputs.iter().enumerate() {
-        if !program.placeholders.iter().any(|placeholder| placeholder.name == spec.name) {
+        if !program.placeholders.iter().any(|placeholder| program.names_placeholder(&spec.name, &placeholder.name)) {
             return Err(error(
                 program,
                 spec.span,
@@ -35,7 +35,9 @@ pub(crate) fn inputs(program: &Program, types: &[Option<TensorType>]) -> Result<
     }
     let mut inputs = Vec::with_capacity(program.placeholders.len());
     for (placeholder, ty) in program.placeholders.iter().zip(types) {
-        let Some(spec) = program.signature.inputs.iter().find(|spec| spec.name == placeholder.name) else {
+        let Some(spec) =
+            program.signature.inputs.iter().find(|spec| program.names_placeholder(&spec.name, &placeholder.name))
+        else {
             return Err(error(
                 program,
                 placeholder.span,
@@ -63,7 +65,7 @@ pub(crate) fn inputs(program: &Program, types: &[Option<TensorType>]) -> Result<
             }
         };
         if let Some(ty) = ty {
-            inputs.push(ModelInput { name: placeholder.name.clone(), key, role, ty: ty.clone() });
+            inputs.push(ModelInput { name: spec.name.clone(), key, role, ty: ty.clone() });
         }
     }
     Ok(inputs)

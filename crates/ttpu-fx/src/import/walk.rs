@@ -155,7 +155,11 @@ impl<'a> Walk<'a> {
 
     /// Whether the graph signature lists `name` as a `USER_INPUT`.
     fn is_user_input(&self, name: &str) -> bool {
-        self.program.signature.inputs.iter().any(|spec| spec.name == name && spec.kind == InputKind::UserInput)
+        self.program
+            .signature
+            .inputs
+            .iter()
+            .any(|spec| self.program.names_placeholder(&spec.name, name) && spec.kind == InputKind::UserInput)
     }
 
     /// Decomposes one node and records its result.
@@ -164,6 +168,7 @@ impl<'a> Walk<'a> {
             Expr::Call { target, target_span, .. } => (target.clone(), *target_span),
             Expr::Index { .. } => ("operator.getitem".to_string(), node.span),
             Expr::Attr { .. } => ("a submodule".to_string(), node.span),
+            Expr::Alias { .. } => ("an alias".to_string(), node.span),
             Expr::SymBinary { op, .. } => (format!("`{op}` on symbolic ints"), node.span),
         };
         self.cx.site.op = op.clone();
@@ -195,6 +200,11 @@ impl<'a> Walk<'a> {
                 }
                 Imported::Submodule(name.clone())
             }
+            Expr::Alias { source } => self
+                .env
+                .get(source)
+                .cloned()
+                .ok_or_else(|| Error::UndefinedName { at: self.location(node.span), name: source.clone() })?,
             Expr::Index { base, index } => {
                 let tuple = self
                     .env
