@@ -1,31 +1,30 @@
-//! `Device`: a PJRT client, the pending tape of recorded ops, the compile cache and counters.
+//! `Device`: one device of a [`Runtime`], and the pending tape of ops recorded on it.
 //!
 //! Ops record into one pending tape per device (see `tape`). Materialization (a read, `sync`,
 //! the op limit, or every op outside `DeferAndFuse`) takes the state lock and then:
 //! 1. traverses: collects the live tensors still pending and takes the steps they need as the
 //!    program, whose inputs are the device buffers those steps read (the whole tape, without a
 //!    copy, when every step is needed);
-//! 2. compiles on a cache miss: builds the program into IR, fuses it with `ttpu_fuse`, lowers it
-//!    to StableHLO and compiles it with PJRT, keyed by the tape, so a hit builds no IR at all;
+//! 2. compiles on a cache miss: builds the program into IR and fuses it with `ttpu_fuse`; the
+//!    runtime lowers and compiles it, keyed by the tape, so a hit builds no IR at all;
 //! 3. executes, which in this PJRT binding also waits for the device (synchronizes);
 //! 4. stores each output buffer in its tensor and starts an empty pending tape.
 //!
 //! Host transfers happen only when data is read. Recording and materializing hold the device
-//! state's lock (and, inside it, the compile cache's), always in that order, which keeps many
+//! state's lock (and, inside it, the runtime's compile cache's), always in that order, which keeps many
 //! threads on one device free of deadlocks; a tensor's buffer is set once, under the state lock,
 //! and read without one.
 
+use std::any::Any;
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
 use smallvec::SmallVec;
 use ttpu_ir::Graph;
-use ttpu_pjrt::{Buffer, Client, Plugin};
+use ttpu_runtime::{Buffer, CompileSpec, Counters, Executable, FxHasher, ProgramKey, Runtime, RuntimeOptions};
 
-use crate::cache::{CompileCache, DiskCache, FxHasher, ProgramRef, cache_key, graph_hash};
 use crate::tape::{Slot, Tape, TapeOp, TypeMemo};
 use crate::tensor::{RecordedAt, TensorNode};
 use crate::{Error, Result, Tensor};
@@ -44,51 +43,22 @@ pub enum Mode {
     DeferNeverAndLaunchBlocking,
 }
 
-/// Totals since the device was created.
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
-pub struct Counters {
-    /// Graphs compiled by PJRT (cache misses in memory and on disk).
-    pub compiles: u64,
-    /// Graphs found compiled in memory.
-    pub cache_hits: u64,
-    /// Graphs loaded from the disk cache instead of compiling.
-    pub disk_hits: u64,
-    /// Programs executed.
-    pub executions: u64,
-    /// Bytes copied from the host to the device.
-    pub bytes_to_device: u64,
-    /// Bytes copied from the device to the host.
-    pub bytes_to_host: u64,
-}
-
-#[derive(Default)]
-struct CounterCells {
-    compiles: AtomicU64,
-    cache_hits: AtomicU64,
-    disk_hits: AtomicU64,
-    executions: AtomicU64,
-    bytes_to_device: AtomicU64,
-    bytes_to_host: AtomicU64,
-}
-
 /// Ops the pending tape may reach before it is materialized without being asked.
 pub const DEFAULT_PENDING_LIMIT: usize = 20_000;
 
-/// Compiled graphs kept in memory by default.
-pub const DEFAULT_CACHE_CAPACITY: usize = 256;
-
-/// A device reached through a PJRT plugin, with its pending tape. Cheap to clone (a shared
-/// handle); `Send + Sync`, so many threads can record on one device.
+/// One device of a [`Runtime`], with its pending tape. Cheap to clone (a shared handle);
+/// `Send + Sync`, so many threads can record on one device. Compiles, the compile caches and
+/// the counters are the runtime's, shared with everything else on it.
 #[derive(Clone)]
 pub struct Device {
     pub(crate) inner: Arc<DeviceInner>,
 }
 
 pub(crate) struct DeviceInner {
-    pub(crate) client: Client,
+    pub(crate) runtime: Runtime,
+    /// The runtime device index tensors of this device live on.
+    pub(crate) index: usize,
     state: Mutex<State>,
-    cache: Mutex<CompileCache>,
-    counters: CounterCells,
 }
 
 /// The pending tape and what its inputs and results belong to.
@@ -177,44 +147,48 @@ impl State {
 }
 
 impl Device {
-    /// The CPU device of the plugin that `cargo xtask setup` installs (or `$TTPU_PJRT_PLUGIN`).
-    /// Fails, saying to run `cargo xtask setup`, when the plugin is missing.
+    /// The first CPU device of the plugin that `cargo xtask setup` installs (or
+    /// `$TTPU_PJRT_PLUGIN`), on a runtime of its own. Fails, saying to run `cargo xtask setup`,
+    /// when the plugin is missing.
     pub fn cpu() -> Result<Device> {
-        Device::from_plugin(ttpu_pjrt::find_plugin()?)
+        Device::on(&Runtime::cpu()?, 0)
     }
 
-    /// The device of the PJRT plugin at `path`.
+    /// The first device of the PJRT plugin at `path`, on a runtime of its own.
     pub fn from_plugin(path: impl AsRef<Path>) -> Result<Device> {
-        let path = path.as_ref();
-        if !path.is_file() {
-            return Err(ttpu_pjrt::Error::PluginNotFound { path: Some(path.to_owned()) }.into());
+        Device::on(&Runtime::new(path.as_ref(), &RuntimeOptions::default())?, 0)
+    }
+
+    /// Device `index` of `runtime`. Devices made from one runtime share its compiles, caches and
+    /// counters with each other and with the driver's sessions on it.
+    pub fn on(runtime: &Runtime, index: usize) -> Result<Device> {
+        if index >= runtime.device_count() {
+            return Err(ttpu_runtime::Error::NoSuchDevice { index, count: runtime.device_count() }.into());
         }
-        let client = Client::new(&Plugin::load(path)?)?;
         Ok(Device {
             inner: Arc::new(DeviceInner {
-                client,
+                runtime: runtime.clone(),
+                index,
                 state: Mutex::new(State::new(Mode::default(), DEFAULT_PENDING_LIMIT, 0)),
-                cache: Mutex::new(CompileCache::new(DEFAULT_CACHE_CAPACITY)),
-                counters: CounterCells::default(),
             }),
         })
     }
 
-    /// The PJRT client, for transfers of callers that run executables from
-    /// [`Device::executable_of`].
-    pub fn client(&self) -> &Client {
-        &self.inner.client
+    /// The runtime this device belongs to.
+    pub fn runtime(&self) -> &Runtime {
+        &self.inner.runtime
     }
 
-    /// The executable of a static `graph` through this device's compile cache (memory, then the
-    /// disk cache, then a PJRT compile), keyed by the graph's structure and concrete shapes. It is
-    /// the cache lazy tensors use, so a driver session built on this device and the lazy tensors
-    /// share its capacity and counters; graphs and recorded tapes are separate keys there. The
-    /// graph is lowered as given (the caller chose its optimizations); recorded programs are
-    /// fused with the exact rules first, which is bit-exact, and the disk cache keys both by the
-    /// graph's text, so one structure gives the same results whichever path compiled it.
-    pub fn executable_of(&self, graph: &Graph) -> Result<Arc<ttpu_pjrt::LoadedExecutable>> {
-        self.compiled(ProgramRef::Graph(graph), graph_hash(graph))
+    /// The runtime device index of this device.
+    pub fn index(&self) -> usize {
+        self.inner.index
+    }
+
+    /// The executable of a static `graph` (lowered as given: the caller chose its
+    /// optimizations) on this device, through the runtime's compile cache, keyed by the graph's
+    /// structure and concrete shapes. Recorded tapes are other keys there.
+    pub fn executable_of(&self, graph: &Graph) -> Result<Arc<Executable>> {
+        Ok(self.inner.runtime.graph_executable(graph, &CompileSpec::on(self.inner.index))?)
     }
 
     /// The execution mode.
@@ -236,26 +210,21 @@ impl Device {
         Ok(())
     }
 
-    /// Sets how many compiled graphs stay in memory (least recently used leave first).
+    /// Sets how many compiled programs the runtime keeps in memory (least recently used leave
+    /// first).
     pub fn set_cache_capacity(&self, graphs: usize) -> Result<()> {
-        self.inner.cache.lock()?.set_capacity(graphs);
-        Ok(())
+        Ok(self.inner.runtime.set_cache_capacity(graphs)?)
     }
 
-    /// Also keeps compiled graphs in `dir`, across processes. Entries are checked before use and
-    /// ignored when torn, corrupt or from another plugin build.
+    /// Also keeps the runtime's compiled programs in `dir`, across processes. Entries are
+    /// checked before use and ignored when torn, corrupt or from another plugin build.
     pub fn set_disk_cache(&self, dir: impl AsRef<Path>) -> Result<()> {
-        let client = &self.inner.client;
-        let platform = format!("{} {}", client.platform_name()?, client.platform_version()?);
-        let disk = DiskCache::new(dir.as_ref(), platform)
-            .map_err(|source| Error::DiskCache { path: dir.as_ref().to_owned(), source })?;
-        self.inner.cache.lock()?.set_disk(Some(disk));
-        Ok(())
+        Ok(self.inner.runtime.set_disk_cache(dir.as_ref())?)
     }
 
-    /// Number of compiled graphs held in memory.
+    /// Number of compiled programs the runtime holds in memory.
     pub fn cached_graphs(&self) -> Result<usize> {
-        Ok(self.inner.cache.lock()?.len())
+        Ok(self.inner.runtime.cached_programs()?)
     }
 
     /// Runs all pending work of live tensors and waits for it.
@@ -269,25 +238,16 @@ impl Device {
         Ok(self.state()?.tape.steps.len())
     }
 
-    /// Totals of compiles, cache hits, executions and transfers so far.
+    /// The runtime's totals of compiles, cache hits, executions and transfers so far.
     pub fn counters(&self) -> Counters {
-        let cells = &self.inner.counters;
-        let read = |cell: &AtomicU64| cell.load(Ordering::Relaxed);
-        Counters {
-            compiles: read(&cells.compiles),
-            cache_hits: read(&cells.cache_hits),
-            disk_hits: read(&cells.disk_hits),
-            executions: read(&cells.executions),
-            bytes_to_device: read(&cells.bytes_to_device),
-            bytes_to_host: read(&cells.bytes_to_host),
-        }
+        self.inner.runtime.counters()
     }
 
     /// The StableHLO module that would run the pending work of live tensors now (after fusion,
     /// as it would be compiled).
     pub fn computation_mlir(&self) -> Result<String> {
         let graph = self.state()?.pending_program()?.0.to_graph()?;
-        Ok(ttpu_stablehlo::lower(&fused(&graph))?)
+        Ok(ttpu_runtime::lower(&fused(&graph))?)
     }
 
     /// The pending work of live tensors as Graphviz DOT text.
@@ -308,14 +268,6 @@ impl Device {
 
     pub(crate) fn same(&self, other: &Device) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)
-    }
-
-    pub(crate) fn count_to_device(&self, bytes: usize) {
-        self.inner.counters.bytes_to_device.fetch_add(bytes as u64, Ordering::Relaxed);
-    }
-
-    pub(crate) fn count_to_host(&self, bytes: usize) {
-        self.inner.counters.bytes_to_host.fetch_add(bytes as u64, Ordering::Relaxed);
     }
 
     /// Records one tensor-level op on `operands` as a tape step. Outside `DeferAndFuse`, or past
@@ -414,55 +366,41 @@ impl Device {
 
     /// Compiles `program` if needed and executes it on the pending inputs `used_inputs`.
     fn run(&self, program: &Tape, used_inputs: &[usize], inputs: &[Arc<Buffer>]) -> Result<Vec<Buffer>> {
-        let executable = self.compiled(ProgramRef::Tape(program), program.structure_hash())?;
+        // A recorded tape is built into IR and fused with the exact rules (bit-exact) only on a
+        // memory miss.
+        let executable = self
+            .inner
+            .runtime
+            .executable(program, &CompileSpec::on(self.inner.index), || Ok::<_, Error>(fused(&program.to_graph()?)))?;
         let args: Vec<&Buffer> = used_inputs.iter().map(|&index| &*inputs[index]).collect();
-        let results = executable.execute(&args)?;
-        self.inner.counters.executions.fetch_add(1, Ordering::Relaxed);
-        Ok(results)
+        Ok(executable.run(&args)?)
+    }
+}
+
+impl ProgramKey for Tape {
+    fn structure_hash(&self) -> u64 {
+        Tape::structure_hash(self)
     }
 
-    /// The executable of `program`, whose structure hash is `hash`: from memory, from disk, or
-    /// compiled now. A recorded tape is built into IR and fused with the exact rules first; a
-    /// graph is lowered as given.
-    fn compiled(&self, program: ProgramRef<'_>, hash: u64) -> Result<Arc<ttpu_pjrt::LoadedExecutable>> {
-        let counters = &self.inner.counters;
-        let mut cache = self.inner.cache.lock()?;
-        if let Some(executable) = cache.get(hash, program) {
-            counters.cache_hits.fetch_add(1, Ordering::Relaxed);
-            return Ok(executable);
-        }
-        let built;
-        let (graph, fuse) = match program {
-            ProgramRef::Graph(graph) => (graph, false),
-            ProgramRef::Tape(tape) => {
-                built = tape.to_graph()?;
-                (&built, true)
-            }
-        };
-        let client = &self.inner.client;
-        // The disk key is text, built only now: a memory hit never pays for it.
-        let key = cache.disk().map(|_| cache_key(graph));
-        if let Some(executable) = cache.disk().zip(key.as_deref()).and_then(|(disk, key)| disk.load(client, key)) {
-            counters.disk_hits.fetch_add(1, Ordering::Relaxed);
-            let executable = Arc::new(executable);
-            cache.insert(hash, program.to_owned(), Arc::clone(&executable));
-            return Ok(executable);
-        }
-        let mlir = if fuse { ttpu_stablehlo::lower(&fused(graph))? } else { ttpu_stablehlo::lower(graph)? };
-        let executable = client.compile(&mlir)?;
-        counters.compiles.fetch_add(1, Ordering::Relaxed);
-        if let Some((disk, key)) = cache.disk().zip(key.as_deref()) {
-            disk.store(key, &executable);
-        }
-        let executable = Arc::new(executable);
-        cache.insert(hash, program.to_owned(), Arc::clone(&executable));
-        Ok(executable)
+    fn same_program(&self, other: &dyn ProgramKey) -> bool {
+        other.as_any().downcast_ref::<Tape>().is_some_and(|other| self.same_program(other))
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn boxed(&self) -> Box<dyn ProgramKey> {
+        Box::new(self.clone())
     }
 }
 
 impl std::fmt::Debug for Device {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Device").field("plugin", &self.inner.client.plugin().path()).finish()
+        f.debug_struct("Device")
+            .field("plugin", &self.inner.runtime.plugin_path())
+            .field("index", &self.inner.index)
+            .finish()
     }
 }
 

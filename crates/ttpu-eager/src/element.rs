@@ -1,12 +1,11 @@
-//! Host element types a tensor can be built from or read as, and the dtype conversions at the
-//! PJRT boundary.
+//! Host element types a tensor can be built from or read as (the dtype mappings at the PJRT and
+//! safetensors boundaries are the runtime's).
 //!
 //! PJRT host buffers are native-endian and IR literals are little-endian; ttpu runs only on
 //! little-endian hosts, where the two agree, so both sides use `to_le_bytes`.
 
 use half::{bf16, f16};
 use ttpu_ir::{DType, Scalar};
-use ttpu_pjrt::ElementType;
 
 mod sealed {
     pub trait Sealed {}
@@ -63,59 +62,5 @@ impl Element for bool {
     }
     fn to_scalar(self) -> Scalar {
         Scalar::Bool(self)
-    }
-}
-
-/// The PJRT element type holding `dtype` (the driver's transfers use it too).
-pub fn element_type(dtype: DType) -> ElementType {
-    match dtype {
-        DType::F64 => ElementType::F64,
-        DType::F32 => ElementType::F32,
-        DType::F16 => ElementType::F16,
-        DType::BF16 => ElementType::BF16,
-        DType::I64 => ElementType::S64,
-        DType::I32 => ElementType::S32,
-        DType::I16 => ElementType::S16,
-        DType::I8 => ElementType::S8,
-        DType::U8 => ElementType::U8,
-        DType::U64 => ElementType::U64,
-        DType::Bool => ElementType::Pred,
-    }
-}
-
-/// The IR dtype of a safetensors dtype; `None` for those the IR has no type for.
-pub fn dtype_from_safetensors(dtype: safetensors::Dtype) -> Option<DType> {
-    use safetensors::Dtype;
-    Some(match dtype {
-        Dtype::F64 => DType::F64,
-        Dtype::F32 => DType::F32,
-        Dtype::F16 => DType::F16,
-        Dtype::BF16 => DType::BF16,
-        Dtype::I64 => DType::I64,
-        Dtype::I32 => DType::I32,
-        Dtype::I16 => DType::I16,
-        Dtype::I8 => DType::I8,
-        Dtype::U8 => DType::U8,
-        Dtype::U64 => DType::U64,
-        Dtype::BOOL => DType::Bool,
-        _ => return None,
-    })
-}
-
-/// The safetensors dtype that stores `dtype`.
-pub fn safetensors_dtype(dtype: DType) -> safetensors::Dtype {
-    use safetensors::Dtype;
-    match dtype {
-        DType::F64 => Dtype::F64,
-        DType::F32 => Dtype::F32,
-        DType::F16 => Dtype::F16,
-        DType::BF16 => Dtype::BF16,
-        DType::I64 => Dtype::I64,
-        DType::I32 => Dtype::I32,
-        DType::I16 => Dtype::I16,
-        DType::I8 => Dtype::I8,
-        DType::U8 => Dtype::U8,
-        DType::U64 => Dtype::U64,
-        DType::Bool => Dtype::BOOL,
     }
 }

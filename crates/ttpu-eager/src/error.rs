@@ -13,15 +13,13 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// The PJRT plugin failed, or is missing (its message then says to run `cargo xtask setup`).
+    /// The runtime failed: the PJRT plugin (or a missing one, whose message says to run
+    /// `cargo xtask setup`), lowering, or a transfer.
     #[error(transparent)]
-    Pjrt(#[from] ttpu_pjrt::Error),
+    Runtime(#[from] ttpu_runtime::Error),
     /// The IR builder refused an op (a bug of this crate's own checks when it happens).
     #[error(transparent)]
     Infer(#[from] ttpu_ir::InferError),
-    /// A recorded program could not be lowered to StableHLO.
-    #[error(transparent)]
-    Lower(#[from] ttpu_stablehlo::Error),
     /// Two shapes do not broadcast.
     #[error("shapes {lhs} and {rhs} cannot be broadcast: size {lhs_size} does not match size {rhs_size}")]
     Broadcast {
@@ -203,15 +201,6 @@ pub enum Error {
     Safetensors {
         /// What is wrong.
         message: String,
-    },
-    /// The disk cache folder could not be created.
-    #[error("cannot create disk cache {}: {source}", path.display())]
-    DiskCache {
-        /// The folder given.
-        path: std::path::PathBuf,
-        /// Why creating it failed.
-        #[source]
-        source: std::io::Error,
     },
     /// Tensors of two devices in one op.
     #[error("tensors live on different devices")]

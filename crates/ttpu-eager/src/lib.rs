@@ -3,8 +3,8 @@
 //! Ops on a [`Tensor`] are recorded onto its [`Device`]'s pending tape instead of running
 //! ([`Mode::DeferAndFuse`], the default): one compact step per op, no IR yet. When data is
 //! needed (`to_vec`, `item`, `to_host`, `materialize`, [`Device::sync`], or the tape passing its
-//! op limit), the work of every live pending tensor is taken as one program and looked up in an
-//! LRU compile cache keyed by its structure (optionally backed by disk). Only a miss builds it
+//! op limit), the work of every live pending tensor is taken as one program and looked up in the
+//! [`Runtime`]'s LRU compile cache keyed by its structure (optionally backed by disk). Only a miss builds it
 //! into IR, fuses it (`ttpu_fuse`, exact rules only), lowers and compiles it. The program runs
 //! once and its results stay on the device until read. [`Mode::DeferNever`] launches each op at once instead, for comparison and
 //! debugging.
@@ -27,7 +27,6 @@
 
 #![warn(missing_docs)]
 
-mod cache;
 mod device;
 mod element;
 mod error;
@@ -35,9 +34,9 @@ mod promote;
 mod tape;
 mod tensor;
 
-pub use device::{Counters, DEFAULT_CACHE_CAPACITY, DEFAULT_PENDING_LIMIT, Device, Mode};
-pub use element::{Element, dtype_from_safetensors, element_type, safetensors_dtype};
+pub use device::{DEFAULT_PENDING_LIMIT, Device, Mode};
+pub use element::Element;
 pub use error::{Error, Result};
 pub use tensor::Tensor;
 pub use ttpu_ir::{DType, Shape};
-pub use ttpu_pjrt::HostBuffer;
+pub use ttpu_runtime::{Counters, DEFAULT_CACHE_CAPACITY, HostBuffer, Runtime};

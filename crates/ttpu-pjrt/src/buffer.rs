@@ -169,6 +169,32 @@ impl Buffer {
         self.client.api
     }
 
+    /// Whether the buffer was donated to an execution (or deleted): it then
+    /// holds no data, and reading it or passing it to `execute` is an
+    /// [`Error::Donated`].
+    pub fn is_deleted(&self) -> Result<bool> {
+        let f = api_fn!(self.api(), PJRT_Buffer_IsDeleted)?;
+        let mut args = sys::PJRT_Buffer_IsDeleted_Args::sized();
+        args.buffer = self.raw();
+        // SAFETY: the buffer object is alive (owned by `self`), even when its
+        // data was donated.
+        unsafe { self.api().call(f, &mut args) }?;
+        Ok(args.is_deleted)
+    }
+
+    /// The id of the device the buffer lives on.
+    pub fn device_id(&self) -> Result<i32> {
+        let f = api_fn!(self.api(), PJRT_Buffer_Device)?;
+        let mut args = sys::PJRT_Buffer_Device_Args::sized();
+        args.buffer = self.raw();
+        // SAFETY: the buffer is alive (owned by `self`); the device is owned
+        // by the client, which we hold.
+        unsafe { self.api().call(f, &mut args) }?;
+        let raw =
+            NonNull::new(args.device).ok_or_else(|| Error::Contract("PJRT_Buffer_Device returned no device".into()))?;
+        crate::client::Device::from_parts(Arc::clone(&self.client), raw).id()
+    }
+
     /// Element type of the buffer.
     pub fn element_type(&self) -> Result<ElementType> {
         let f = api_fn!(self.api(), PJRT_Buffer_ElementType)?;
@@ -219,6 +245,9 @@ impl Buffer {
 
     /// [`to_host`](Self::to_host) by the given route (tests cover each).
     fn download(&self, readback: Readback) -> Result<HostBuffer> {
+        if self.is_deleted()? {
+            return Err(Error::Donated);
+        }
         let element_type = self.element_type()?;
         let dims = self.dims()?;
         let size = dense_byte_size(element_type, &dims)?;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::buffer::{Buffer, ElementType, HostBuffer, dense_byte_size};
-use crate::compile_options;
+use crate::compile_options::CompileOptions;
 use crate::error::{Error, Result};
 use crate::executable::LoadedExecutable;
 use crate::plugin::{Api, Args, Event, NamedValue, Plugin, RawNamedValues, api_fn, string_from_raw};
@@ -190,12 +190,18 @@ impl Client {
     /// Compiles a StableHLO module given as MLIR text (format `"mlir"`) for
     /// one replica and one partition.
     pub fn compile(&self, mlir_text: &str) -> Result<LoadedExecutable> {
+        self.compile_with(mlir_text, &CompileOptions::default())
+    }
+
+    /// Compiles a StableHLO module given as MLIR text with `options` (the
+    /// replicas and the devices they run on).
+    pub fn compile_with(&self, mlir_text: &str, options: &CompileOptions) -> Result<LoadedExecutable> {
         let f = api_fn!(self.api(), PJRT_Client_Compile)?;
         // `PJRT_Program::code` is `char*` (in/out in other calls); hand the
         // plugin a private copy so it can never write into caller memory.
         let mut code = mlir_text.as_bytes().to_vec();
         let format = b"mlir";
-        let options = compile_options::single_device();
+        let options = options.to_proto_bytes();
 
         let mut program = sys::PJRT_Program::sized();
         program.code = code.as_mut_ptr().cast();
@@ -247,11 +253,25 @@ impl Client {
     /// Waits until the plugin is done reading `data`, so the slice may be
     /// dropped or reused as soon as this returns.
     pub fn buffer_from_host(&self, data: &[u8], element_type: ElementType, dims: &[i64]) -> Result<Buffer> {
+        self.buffer_from_host_on(&self.first_addressable_device()?, data, element_type, dims)
+    }
+
+    /// Copies dense row-major host data to `device` (one of this client's
+    /// addressable devices); waits as [`buffer_from_host`](Self::buffer_from_host) does.
+    pub fn buffer_from_host_on(
+        &self,
+        device: &Device,
+        data: &[u8],
+        element_type: ElementType,
+        dims: &[i64],
+    ) -> Result<Buffer> {
+        if !Arc::ptr_eq(&device.client, &self.inner) {
+            return Err(Error::Contract("a device of another client was given to buffer_from_host_on".into()));
+        }
         let expected = dense_byte_size(element_type, dims)?;
         if data.len() != expected {
             return Err(Error::SizeMismatch { expected, actual: data.len() });
         }
-        let device = self.first_addressable_device()?;
         let f = api_fn!(self.api(), PJRT_Client_BufferFromHostBuffer)?;
         let mut args = sys::PJRT_Client_BufferFromHostBuffer_Args::sized();
         args.client = self.raw();
@@ -307,6 +327,10 @@ unsafe impl Send for Device {}
 unsafe impl Sync for Device {}
 
 impl Device {
+    pub(crate) fn from_parts(client: Arc<ClientInner>, raw: NonNull<sys::PJRT_Device>) -> Device {
+        Device { client, raw }
+    }
+
     fn description(&self) -> Result<*mut sys::PJRT_DeviceDescription> {
         let api = self.client.api;
         let f = api_fn!(api, PJRT_Device_GetDescription)?;

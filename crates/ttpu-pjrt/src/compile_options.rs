@@ -3,8 +3,9 @@
 //! PJRT takes compile options as protobuf bytes. An empty blob is not
 //! "defaults": the CPU plugin then sees `num_replicas == 0` and aborts the
 //! process (`replica_count > 0`). So we hand-declare just the fields we set,
-//! with the field numbers of OpenXLA's `xla/pjrt/proto/compile_options.proto`,
-//! and let `prost` encode them; no `protoc` or vendored `.proto` needed.
+//! with the field numbers of OpenXLA's `xla/pjrt/proto/compile_options.proto`
+//! and `xla/xla_data.proto`, and let `prost` encode them; no `protoc` or
+//! vendored `.proto` needed.
 
 use prost::Message;
 
@@ -29,19 +30,78 @@ pub(crate) struct ExecutableBuildOptionsProto {
     /// `int64 num_partitions = 5;`
     #[prost(int64, tag = "5")]
     pub num_partitions: i64,
+    /// `xla.DeviceAssignmentProto device_assignment = 9;`
+    #[prost(message, optional, tag = "9")]
+    pub device_assignment: Option<DeviceAssignmentProto>,
 }
 
-/// Options for one replica, one partition, device chosen by the plugin: the
-/// only configuration this crate executes.
-pub(crate) fn single_device() -> Vec<u8> {
-    CompileOptionsProto {
-        executable_build_options: Some(ExecutableBuildOptionsProto {
-            device_ordinal: -1,
-            num_replicas: 1,
-            num_partitions: 1,
-        }),
+/// `xla.DeviceAssignmentProto`: for each computation (partition), the device
+/// id of each replica.
+#[derive(Clone, PartialEq, Message)]
+pub(crate) struct DeviceAssignmentProto {
+    /// `int32 replica_count = 1;`
+    #[prost(int32, tag = "1")]
+    pub replica_count: i32,
+    /// `int32 computation_count = 2;`
+    #[prost(int32, tag = "2")]
+    pub computation_count: i32,
+    /// `repeated ComputationDevice computation_devices = 3;`
+    #[prost(message, repeated, tag = "3")]
+    pub computation_devices: Vec<ComputationDevice>,
+}
+
+/// `xla.DeviceAssignmentProto.ComputationDevice`.
+#[derive(Clone, PartialEq, Message)]
+pub(crate) struct ComputationDevice {
+    /// `repeated int64 replica_device_ids = 1;`
+    #[prost(int64, repeated, tag = "1")]
+    pub replica_device_ids: Vec<i64>,
+}
+
+/// How a program is compiled: how many replicas it runs as and on which
+/// devices. The default is one replica on a device the plugin chooses.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct CompileOptions {
+    /// Device ids (as [`Device::id`](crate::Device::id) reports them) of the
+    /// replicas, in replica order; empty for one replica placed by the
+    /// plugin. With N ids the program runs as N replicas, one per device,
+    /// and [`LoadedExecutable::execute_replicated`](crate::LoadedExecutable::execute_replicated)
+    /// takes one argument list per device in this order.
+    pub replica_devices: Vec<i32>,
+}
+
+impl CompileOptions {
+    /// One replica per device of `ids`, in that order.
+    pub fn replicated(ids: &[i32]) -> CompileOptions {
+        CompileOptions { replica_devices: ids.to_vec() }
     }
-    .encode_to_vec()
+
+    /// Number of replicas (at least one).
+    pub fn replicas(&self) -> usize {
+        self.replica_devices.len().max(1)
+    }
+
+    /// The `xla.CompileOptionsProto` bytes handed to the plugin; also what a
+    /// compile cache keys the options by.
+    pub fn to_proto_bytes(&self) -> Vec<u8> {
+        let replicas = self.replicas();
+        let device_assignment = (!self.replica_devices.is_empty()).then(|| DeviceAssignmentProto {
+            replica_count: replicas as i32,
+            computation_count: 1,
+            computation_devices: vec![ComputationDevice {
+                replica_device_ids: self.replica_devices.iter().map(|&id| i64::from(id)).collect(),
+            }],
+        });
+        CompileOptionsProto {
+            executable_build_options: Some(ExecutableBuildOptionsProto {
+                device_ordinal: -1,
+                num_replicas: replicas as i64,
+                num_partitions: 1,
+                device_assignment,
+            }),
+        }
+        .encode_to_vec()
+    }
 }
 
 #[cfg(test)]
@@ -57,6 +117,19 @@ mod tests {
         inner.extend([0x28, 0x01]); // field 5 (num_partitions) = 1
         let mut expected = vec![0x1a, inner.len() as u8]; // field 3, length-delimited
         expected.extend(inner);
-        assert_eq!(single_device(), expected);
+        assert_eq!(CompileOptions::default().to_proto_bytes(), expected);
+    }
+
+    #[test]
+    fn replicated_options_carry_a_device_assignment() {
+        let bytes = CompileOptions::replicated(&[3, 1]).to_proto_bytes();
+        let decoded = CompileOptionsProto::decode(bytes.as_slice()).expect("decodes");
+        let build = decoded.executable_build_options.expect("build options");
+        assert_eq!((build.num_replicas, build.num_partitions), (2, 1));
+        let assignment = build.device_assignment.expect("assignment");
+        assert_eq!((assignment.replica_count, assignment.computation_count), (2, 1));
+        assert_eq!(assignment.computation_devices[0].replica_device_ids, vec![3, 1]);
+        // The assignment is field 9, length-delimited (tag byte 0x4a).
+        assert!(bytes.windows(1).any(|byte| byte == [0x4a]));
     }
 }

@@ -85,6 +85,14 @@ pub enum Error {
         /// Position of the argument.
         index: usize,
     },
+    /// A buffer was donated to an earlier execution (or deleted) and holds
+    /// no data any more.
+    #[error("the buffer was donated to an earlier execution and can no longer be read or used")]
+    Donated,
+    /// `execute_replicated` got argument lists that do not fit the
+    /// executable: another number of devices, or lists of different lengths.
+    #[error("execute: {0}")]
+    ArgumentLists(String),
     /// The plugin returned something that contradicts the API contract.
     #[error("pjrt plugin broke the api contract: {0}")]
     Contract(String),

@@ -61,21 +61,87 @@ impl LoadedExecutable {
     /// Runs the executable once on its single device and waits for it to
     /// finish. The arguments are never donated: they stay valid afterwards.
     pub fn execute(&self, args: &[&Buffer]) -> Result<Vec<Buffer>> {
-        for (index, buffer) in args.iter().enumerate() {
-            if !Arc::ptr_eq(buffer.client(), &self.client) {
-                return Err(Error::ForeignBuffer { index });
+        let mut results = self.execute_replicated(&[args], &[])?;
+        results.pop().ok_or_else(|| Error::Contract("execute produced no output list".into()))
+    }
+
+    /// Ids of the devices the executable runs on, in the order
+    /// [`execute_replicated`](Self::execute_replicated) takes argument lists
+    /// (`PJRT_LoadedExecutable_AddressableDevices`).
+    pub fn device_ids(&self) -> Result<Vec<i32>> {
+        let f = api_fn!(self.api(), PJRT_LoadedExecutable_AddressableDevices)?;
+        let mut args = sys::PJRT_LoadedExecutable_AddressableDevices_Args::sized();
+        args.executable = self.raw.as_ptr();
+        // SAFETY: the loaded executable is alive (owned by `self`).
+        unsafe { self.api().call(f, &mut args) }?;
+        if args.addressable_devices.is_null() || args.num_addressable_devices == 0 {
+            return Ok(Vec::new());
+        }
+        // SAFETY: the plugin returned `num_addressable_devices` device
+        // pointers owned by the executable, alive while `self` is.
+        let raws = unsafe { std::slice::from_raw_parts(args.addressable_devices, args.num_addressable_devices) };
+        raws.iter()
+            .map(|&raw| {
+                let raw = NonNull::new(raw)
+                    .ok_or_else(|| Error::Contract("an addressable device of an executable is null".into()))?;
+                crate::client::Device::from_parts(Arc::clone(&self.client), raw).id()
+            })
+            .collect()
+    }
+
+    /// Runs the executable once on each of its devices, with one argument
+    /// list per device in [`device_ids`](Self::device_ids) order, waits for
+    /// all of them, and returns one output list per device.
+    ///
+    /// The arguments at the positions in `donated` may be donated: when the
+    /// module aliases them to outputs (`tf.aliasing_output`), the plugin
+    /// reuses their memory for those outputs and the argument buffers are
+    /// deleted ([`Buffer::is_deleted`]; reading one is [`Error::Donated`]).
+    /// Every other argument stays valid.
+    pub fn execute_replicated(&self, arg_lists: &[&[&Buffer]], donated: &[usize]) -> Result<Vec<Vec<Buffer>>> {
+        let num_devices = arg_lists.len();
+        let num_args = arg_lists.first().map_or(0, |list| list.len());
+        if num_devices == 0 {
+            return Err(Error::ArgumentLists("no argument list given".into()));
+        }
+        if let Some(list) = arg_lists.iter().find(|list| list.len() != num_args) {
+            return Err(Error::ArgumentLists(format!(
+                "argument lists of different lengths ({num_args} and {})",
+                list.len()
+            )));
+        }
+        if num_devices > 1 {
+            let devices = self.device_ids()?.len();
+            if devices != num_devices {
+                return Err(Error::ArgumentLists(format!(
+                    "{num_devices} argument lists for an executable on {devices} devices"
+                )));
+            }
+        }
+        for list in arg_lists {
+            for (index, buffer) in list.iter().enumerate() {
+                if !Arc::ptr_eq(buffer.client(), &self.client) {
+                    return Err(Error::ForeignBuffer { index });
+                }
+                if buffer.is_deleted()? {
+                    return Err(Error::Donated);
+                }
             }
         }
         let f = api_fn!(self.api(), PJRT_LoadedExecutable_Execute)?;
 
-        let arg_ptrs: Vec<*mut sys::PJRT_Buffer> = args.iter().map(|b| b.raw()).collect();
-        let arg_lists = [arg_ptrs.as_ptr()];
-        let mut outputs: Vec<*mut sys::PJRT_Buffer> = vec![std::ptr::null_mut(); self.num_outputs];
-        let output_lists = [outputs.as_mut_ptr()];
-        let mut complete: [*mut sys::PJRT_Event; 1] = [std::ptr::null_mut()];
-        // The caller keeps its `&Buffer`s, so none may be donated to outputs
-        // even if the module declares input/output aliasing.
-        let non_donatable: Vec<i64> = (0..args.len() as i64).collect();
+        let arg_ptrs: Vec<Vec<*mut sys::PJRT_Buffer>> =
+            arg_lists.iter().map(|list| list.iter().map(|buffer| buffer.raw()).collect()).collect();
+        let arg_list_ptrs: Vec<*const *mut sys::PJRT_Buffer> = arg_ptrs.iter().map(|list| list.as_ptr()).collect();
+        let mut outputs: Vec<Vec<*mut sys::PJRT_Buffer>> =
+            (0..num_devices).map(|_| vec![std::ptr::null_mut(); self.num_outputs]).collect();
+        let output_list_ptrs: Vec<*mut *mut sys::PJRT_Buffer> =
+            outputs.iter_mut().map(|list| list.as_mut_ptr()).collect();
+        let mut complete: Vec<*mut sys::PJRT_Event> = vec![std::ptr::null_mut(); num_devices];
+        // Callers keep their `&Buffer`s, so only the positions they offer
+        // may be donated, even where the module declares aliasing.
+        let non_donatable: Vec<i64> =
+            (0..num_args).filter(|index| !donated.contains(index)).map(|index| index as i64).collect();
 
         let mut options = sys::PJRT_ExecuteOptions::sized();
         options.non_donatable_input_indices = non_donatable.as_ptr();
@@ -84,37 +150,42 @@ impl LoadedExecutable {
         let mut exec_args = sys::PJRT_LoadedExecutable_Execute_Args::sized();
         exec_args.executable = self.raw.as_ptr();
         exec_args.options = &mut options;
-        exec_args.argument_lists = arg_lists.as_ptr();
-        exec_args.num_devices = 1;
-        exec_args.num_args = args.len();
-        exec_args.output_lists = output_lists.as_ptr();
+        exec_args.argument_lists = arg_list_ptrs.as_ptr();
+        exec_args.num_devices = num_devices;
+        exec_args.num_args = num_args;
+        exec_args.output_lists = output_list_ptrs.as_ptr();
         exec_args.device_complete_events = complete.as_mut_ptr();
 
         let start = Instant::now();
-        // SAFETY: one device: `arg_lists`/`output_lists` each hold one list;
-        // the argument list holds `num_args` live buffers of this client
-        // (checked above, borrowed for the call); the output list has room
-        // for `num_outputs` pointers, as PJRT_Executable_NumOutputs said;
-        // `complete` has room for one event; `options` and `non_donatable`
-        // outlive the call.
+        // SAFETY: `arg_list_ptrs` and `output_list_ptrs` each hold
+        // `num_devices` lists; every argument list holds `num_args` live
+        // buffers of this client (checked above, borrowed for the call);
+        // every output list has room for `num_outputs` pointers, as
+        // PJRT_Executable_NumOutputs said; `complete` has room for one event
+        // per device; `options` and `non_donatable` outlive the call.
         unsafe { self.api().call(f, &mut exec_args) }?;
         // Own everything the plugin handed back before anything can fail.
-        let done = Event::from_raw(self.api(), complete[0]);
-        let results: Vec<Buffer> = outputs
+        let done: Vec<Event> = complete.iter().filter_map(|&event| Event::from_raw(self.api(), event)).collect();
+        let results: Vec<Vec<Buffer>> = outputs
             .iter()
-            .filter_map(|&raw| NonNull::new(raw))
-            .map(|raw| Buffer::from_raw(Arc::clone(&self.client), raw))
+            .map(|list| {
+                list.iter()
+                    .filter_map(|&raw| NonNull::new(raw))
+                    .map(|raw| Buffer::from_raw(Arc::clone(&self.client), raw))
+                    .collect()
+            })
             .collect();
-        if let Some(done) = done {
-            done.wait()?;
+        for event in done {
+            event.wait()?;
         }
-        if results.len() != self.num_outputs {
-            return Err(Error::Contract(format!("execute produced {} of {} outputs", results.len(), self.num_outputs)));
+        if let Some(list) = results.iter().find(|list| list.len() != self.num_outputs) {
+            return Err(Error::Contract(format!("execute produced {} of {} outputs", list.len(), self.num_outputs)));
         }
         tracing::debug!(
             elapsed_us = start.elapsed().as_secs_f64() * 1e6,
-            args = args.len(),
-            outputs = results.len(),
+            devices = num_devices,
+            args = num_args,
+            outputs = self.num_outputs,
             "executed"
         );
         Ok(results)

@@ -59,6 +59,16 @@ pub enum Error {
         /// MLIR's diagnostics, one per line, each prefixed by its location.
         message: String,
     },
+    /// An input-output alias of [`LowerOptions::aliases`] that cannot hold.
+    #[error("cannot alias input {input} to output {output}: {message}")]
+    Alias {
+        /// The input.
+        input: usize,
+        /// The output.
+        output: usize,
+        /// Why not.
+        message: String,
+    },
     /// A bug in this crate (an attribute that did not parse, an op MLIR refused to create).
     #[error("internal error while lowering to StableHLO: {message}")]
     Internal {
@@ -82,6 +92,12 @@ pub struct LowerOptions {
     /// portable module that a StableHLO consumer refines to concrete shapes. PJRT plugins compile
     /// static modules only, so execution lowers per concrete shape instead.
     pub shape_polymorphic: bool,
+    /// Input-output aliases `(input, output)`: `@main`'s argument `input` carries
+    /// `tf.aliasing_output = output`, so XLA may write output `output` into the argument's
+    /// buffer when the caller donates it (a buffer updated in place, like a BatchNorm running
+    /// mean). Each pair must join an input and an output of one type, and each input and
+    /// output appears at most once; anything else is [`Error::Alias`].
+    pub aliases: Vec<(usize, usize)>,
 }
 
 /// Lowers `graph` to the text of a StableHLO module with one public `func.func @main`.

@@ -5,10 +5,13 @@
 
 use melior::Context;
 use melior::dialect::func;
-use melior::ir::attribute::{StringAttribute, TypeAttribute};
+use melior::ir::attribute::{ArrayAttribute, DictionaryAttribute, IntegerAttribute, StringAttribute, TypeAttribute};
 use melior::ir::operation::{OperationLike, OperationPrintingFlags};
 use melior::ir::r#type::FunctionType;
-use melior::ir::{Block, BlockLike, Location, Module, Operation, Region, RegionLike, Type, Value};
+use melior::ir::r#type::IntegerType;
+use melior::ir::{
+    Attribute, Block, BlockLike, Identifier, Location, Module, Operation, Region, RegionLike, Type, Value,
+};
 use smallvec::SmallVec;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -28,7 +31,9 @@ pub(crate) fn lower(graph: &Graph, options: &LowerOptions) -> Result<String, Err
     ttpu_ir::verify(graph)?;
 
     let session = Session::new();
-    let module = build_module(session.context(), graph).map_err(|error| with_diagnostics(error, &session))?;
+    check_aliases(graph, &options.aliases)?;
+    let module =
+        build_module(session.context(), graph, &options.aliases).map_err(|error| with_diagnostics(error, &session))?;
     verify(&module, &session)?;
     let mut flags = OperationPrintingFlags::new();
     if options.debug_locations {
@@ -38,6 +43,26 @@ pub(crate) fn lower(graph: &Graph, options: &LowerOptions) -> Result<String, Err
         flags = flags.print_generic_operation_form();
     }
     module.as_operation().to_string_with_flags(flags).map_err(|error| internal("printing the module", error))
+}
+
+/// Each alias joins an existing input and output of one type, each at most once.
+fn check_aliases(graph: &Graph, aliases: &[(usize, usize)]) -> Result<(), Error> {
+    for (index, &(input, output)) in aliases.iter().enumerate() {
+        let fail = |message: String| Err(Error::Alias { input, output, message });
+        let (Some(&input_value), Some(&output_value)) = (graph.inputs.get(input), graph.outputs.get(output)) else {
+            return fail(format!("the graph has {} inputs and {} outputs", graph.inputs.len(), graph.outputs.len()));
+        };
+        if graph.ty(input_value) != graph.ty(output_value) {
+            return fail(format!("types differ ({} and {})", graph.ty(input_value), graph.ty(output_value)));
+        }
+        if aliases[..index]
+            .iter()
+            .any(|&(earlier_input, earlier_output)| earlier_input == input || earlier_output == output)
+        {
+            return fail("the input or the output is aliased twice".into());
+        }
+    }
+    Ok(())
 }
 
 /// Runs MLIR's verifier, turning its diagnostics into [`Error::Verify`].
@@ -82,7 +107,7 @@ fn location<'c>(context: &'c Context, loc: &Loc) -> Location<'c> {
 }
 
 /// The module holding `func.func @main`.
-fn build_module<'c>(context: &'c Context, graph: &Graph) -> Result<Module<'c>, Error> {
+fn build_module<'c>(context: &'c Context, graph: &Graph, aliases: &[(usize, usize)]) -> Result<Module<'c>, Error> {
     let unknown = Location::unknown(context);
     let types = |values: &[ttpu_ir::ValueId]| -> Result<Vec<Type<'c>>, Error> {
         values.iter().map(|&value| tensor_type(context, graph.ty(value))).collect()
@@ -104,12 +129,32 @@ fn build_module<'c>(context: &'c Context, graph: &Graph) -> Result<Module<'c>, E
     let region = Region::new();
     region.append_block(block);
     let signature = FunctionType::new(context, &input_types, &output_types);
+    // Donation: XLA reads `tf.aliasing_output` on an entry argument as "this output may reuse the
+    // argument's buffer" (the attribute JAX writes for donated arguments).
+    let mut attributes = Vec::new();
+    if !aliases.is_empty() {
+        let i32_type = IntegerType::new(context, 32).into();
+        let per_argument: Vec<Attribute<'c>> = (0..graph.inputs.len())
+            .map(|input| {
+                let entries: Vec<(Identifier<'c>, Attribute<'c>)> = aliases
+                    .iter()
+                    .filter(|&&(aliased, _)| aliased == input)
+                    .map(|&(_, output)| {
+                        let output = i64::try_from(output).unwrap_or(i64::MAX);
+                        (Identifier::new(context, "tf.aliasing_output"), IntegerAttribute::new(i32_type, output).into())
+                    })
+                    .collect();
+                DictionaryAttribute::new(context, &entries).into()
+            })
+            .collect();
+        attributes.push((Identifier::new(context, "arg_attrs"), ArrayAttribute::new(context, &per_argument).into()));
+    }
     let main = func::func(
         context,
         StringAttribute::new(context, "main"),
         TypeAttribute::new(signature.into()),
         region,
-        &[],
+        &attributes,
         unknown,
     );
     let module = Module::new(unknown);

@@ -1,6 +1,6 @@
 //! Cost of each pipeline stage on every committed fixture: import (parse + decompose + verify),
 //! lowering to StableHLO, PJRT compilation, and a run with a warm compile cache (transfer in,
-//! execute, transfer out). A regression in any stage shows up under its own name; a new fixture
+//! execute, transfer out), once uploading the weights with the run and once with them resident. A regression in any stage shows up under its own name; a new fixture
 //! is a new benchmark.
 
 use std::path::{Path, PathBuf};
@@ -37,7 +37,7 @@ fn stages(c: &mut Criterion) {
         };
         group.bench_function("lower", |b| b.iter(|| compiler.lower(&compiled.module).expect("lowers")));
         group.bench_function("pjrt_compile", |b| {
-            b.iter(|| session.client().compile(&compiled.stablehlo).expect("compiles"))
+            b.iter(|| session.runtime().client().compile(&compiled.stablehlo).expect("compiles"))
         });
         let model = session.load_model(&source, &path).expect("loads");
         let weights_file = folder.join("weights.safetensors");
@@ -45,7 +45,12 @@ fn stages(c: &mut Criterion) {
             if weights_file.is_file() { read_safetensors(&weights_file).expect("weights") } else { TensorMap::new() };
         let inputs = read_safetensors(&folder.join("inputs.safetensors")).expect("inputs");
         session.run(&model, &weights, &inputs).expect("runs");
+        // Side by side: the one-shot path uploads every weight per run; a loaded model keeps them
+        // on the device and uploads only the inputs.
         group.bench_function("run_cached", |b| b.iter(|| session.run(&model, &weights, &inputs).expect("runs")));
+        let loaded = session.place(&model, &weights, 1).expect("weights upload");
+        loaded.run(&inputs).expect("runs");
+        group.bench_function("run_resident", |b| b.iter(|| loaded.run(&inputs).expect("runs")));
         group.finish();
     }
 }

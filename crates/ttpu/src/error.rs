@@ -1,7 +1,5 @@
 //! Errors of the driver: each stage's own error, plus the checks on weights and inputs.
 
-use std::path::PathBuf;
-
 /// What went wrong while compiling or running a model.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -16,12 +14,10 @@ pub enum Error {
     /// Lowering to StableHLO failed.
     #[error(transparent)]
     Lower(#[from] ttpu_stablehlo::Error),
-    /// The PJRT plugin reported an error (its message is passed through).
+    /// The runtime failed: the PJRT plugin (its message is passed through), a transfer, a file,
+    /// the compile caches.
     #[error(transparent)]
-    Runtime(#[from] ttpu_pjrt::Error),
-    /// The device failed otherwise (its lowering and PJRT errors become `Lower` and `Runtime`).
-    #[error(transparent)]
-    Device(Box<ttpu_eager::Error>),
+    Runtime(Box<ttpu_runtime::Error>),
     /// A pass produced an invalid graph: a bug in ttpu, not in the model.
     #[error("internal error (a ttpu bug) after pass `{pass}`: {errors}")]
     Internal {
@@ -29,23 +25,6 @@ pub enum Error {
         pass: &'static str,
         /// What the verifier found.
         errors: ttpu_ir::VerifyErrors,
-    },
-    /// A file could not be read or written.
-    #[error("{}: {source}", path.display())]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
-    },
-    /// A safetensors file is malformed.
-    #[error("{}: {message}", path.display())]
-    Safetensors {
-        /// The file.
-        path: PathBuf,
-        /// What is wrong.
-        message: String,
     },
     /// A tensor the model needs is not in the given file.
     #[error("missing {what} `{key}`: the model expects {expected}")]
@@ -107,6 +86,40 @@ pub enum Error {
         /// What is wrong and which inputs say so.
         message: String,
     },
+    /// A weight or buffer key the model does not have.
+    #[error("the model has no weight or buffer `{key}`; it has {known}")]
+    UnknownState {
+        /// The key asked for.
+        key: String,
+        /// The keys it has.
+        known: String,
+    },
+    /// A replicated run given another number of input sets than the model has replicas.
+    #[error("{given} input sets for a model loaded on {replicas} devices: give one per device")]
+    ReplicaInputs {
+        /// Input sets given.
+        given: usize,
+        /// Devices the model is on.
+        replicas: usize,
+    },
+    /// Replicas whose input sets give symbolic dims different sizes.
+    #[error(
+        "replica {replica}'s inputs give sizes {here}, but replica 0's give {first}; one program runs on every device"
+    )]
+    ReplicaSizes {
+        /// The replica that differs.
+        replica: usize,
+        /// Replica 0's sizes.
+        first: String,
+        /// This replica's sizes.
+        here: String,
+    },
+    /// A bug in ttpu: something that cannot happen did.
+    #[error("internal error (a ttpu bug): {message}")]
+    Bug {
+        /// What went wrong.
+        message: String,
+    },
     /// Outputs and expected outputs do not have the same keys, shapes or dtypes.
     #[error("expected output `{key}`: {message}")]
     Parity {
@@ -126,13 +139,12 @@ impl From<ttpu_fx::Error> for Error {
 /// Result of the driver.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-impl From<ttpu_eager::Error> for Error {
-    /// Keeps plugin and lowering errors in their own variants whichever path met them.
-    fn from(error: ttpu_eager::Error) -> Error {
+impl From<ttpu_runtime::Error> for Error {
+    /// Keeps lowering errors in their own variant whichever path met them.
+    fn from(error: ttpu_runtime::Error) -> Error {
         match error {
-            ttpu_eager::Error::Pjrt(error) => Error::Runtime(error),
-            ttpu_eager::Error::Lower(error) => Error::Lower(error),
-            other => Error::Device(Box::new(other)),
+            ttpu_runtime::Error::Lower(error) => Error::Lower(error),
+            other => Error::Runtime(Box::new(other)),
         }
     }
 }

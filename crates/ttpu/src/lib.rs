@@ -15,18 +15,24 @@
 //! ```
 //!
 //! [`Compiler`] needs no device: it turns `.fx` text into IR and StableHLO text. [`Session`] adds a
-//! PJRT client and a per-model compile cache keyed by the concrete sizes of symbolic dims.
+//! [`Runtime`] (a PJRT plugin's devices and compile caches) and runs models at any size their
+//! symbolic dims allow; [`Session::load`] keeps a model's weights on its devices
+//! ([`LoadedModel`]), so each run uploads only its inputs and mutated buffers update in place.
 
 #![warn(missing_docs)]
 
 mod compiler;
 mod error;
+mod loaded;
 pub mod parity;
 pub mod pipeline;
 mod session;
-mod tensor;
 
 pub use compiler::{CompileOptions, Compiled, Compiler};
 pub use error::{Error, Result};
+pub use loaded::{DeviceOutputs, LoadedModel, Prepared};
 pub use session::{Bucketing, Model, Session};
-pub use tensor::{HostTensor, TensorMap, read_safetensors, write_safetensors};
+pub use ttpu_runtime::{
+    CacheSource, CompileInfo, Counters, HostTensor, Runtime, RuntimeOptions, TensorMap, read_safetensors,
+    write_safetensors,
+};

@@ -1,14 +1,18 @@
-//! The `ttpu` command line: `lower`, `run` and `parity` over `.fx` models.
+//! The `ttpu` command line: `lower`, `run`, `parity` and `bench` over `.fx` models.
 //!
 //! Outside tools depend on these forms; see the README. Errors are printed as `miette` reports:
 //! frontend errors show the offending source line with a label.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Instant;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use miette::{LabeledSpan, NamedSource, Report};
-use ttpu::{CompileOptions, Compiler, HostTensor, Session, TensorMap, read_safetensors, write_safetensors};
+use ttpu::{
+    CacheSource, CompileOptions, Compiler, HostTensor, LoadedModel, Runtime, RuntimeOptions, Session, TensorMap,
+    read_safetensors, write_safetensors,
+};
 
 #[derive(Parser)]
 #[command(
@@ -56,6 +60,29 @@ enum Command {
         /// Where to write outputs (`output_0`, ... and mutated buffers by target).
         #[arg(short, long)]
         output: PathBuf,
+    },
+    /// Time a model: import, compile (or cache hit), first run and warm runs with resident
+    /// weights, with transfers in and out measured apart.
+    Bench {
+        /// The `.fx` file.
+        model: PathBuf,
+        #[command(flatten)]
+        data: DataArgs,
+        /// Warm runs measured.
+        #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+        runs: u32,
+        /// Warm runs before measuring.
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=100_000))]
+        warmup: u32,
+        /// Run on this many devices at once, one replica each, every device on the same inputs.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096))]
+        devices: u32,
+        /// Also time the one-shot path that uploads the weights with every run.
+        #[arg(long)]
+        one_shot: bool,
+        /// Print one JSON object instead of a table.
+        #[arg(long)]
+        json: bool,
     },
     /// Run a model and compare its outputs with expected ones; exits 0 only if all match.
     Parity {
@@ -105,6 +132,10 @@ struct DataArgs {
     /// The PJRT plugin; defaults to $TTPU_PJRT_PLUGIN, then the one `cargo xtask setup` installed.
     #[arg(long)]
     plugin: Option<PathBuf>,
+    /// Neither read nor write the compile cache on disk ($TTPU_CACHE_DIR, by default
+    /// $XDG_CACHE_HOME/ttpu/compiled).
+    #[arg(long)]
+    no_cache: bool,
     #[command(flatten)]
     fuse: FuseArgs,
 }
@@ -192,13 +223,23 @@ fn run(cli: Cli) -> Result<ExitCode, Report> {
             for (key, tensor) in &outputs {
                 println!("{key}: {}", summary(tensor));
             }
-            write_safetensors(&output, &outputs).map_err(|error| report(error, ""))?;
+            write_safetensors(&output, &outputs).map_err(|error| report(error.into(), ""))?;
             println!("wrote {} outputs to {}", outputs.len(), output.display());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Bench { model, data, runs, warmup, devices, one_shot, json } => {
+            let options = BenchOptions { runs, warmup, devices, one_shot };
+            let results = bench(&model, &data, &options)?;
+            if json {
+                println!("{}", results.to_json());
+            } else {
+                print!("{}", results.table());
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Parity { model, data, expected, rtol, atol } => {
             let (source, outputs) = execute(&model, &data)?;
-            let expected = read_safetensors(&expected).map_err(|error| report(error, &source))?;
+            let expected = read_safetensors(&expected).map_err(|error| report(error.into(), &source))?;
             let reports =
                 ttpu::parity::compare(&outputs, &expected, rtol, atol).map_err(|error| report(error, &source))?;
             let mut all_ok = true;
@@ -255,23 +296,251 @@ fn read_model(model: &Path) -> Result<(String, String), Report> {
     Ok((source, model.display().to_string()))
 }
 
-fn execute(model: &Path, data: &DataArgs) -> Result<(String, TensorMap), Report> {
-    let (source, path) = read_model(model)?;
-    let mut session =
-        Session::from_plugin_or_default(data.plugin.as_deref()).map_err(|error| report(error, &source))?;
+/// A session for `data`'s plugin on `devices` devices, with the disk compile cache unless
+/// `--no-cache`.
+fn session(data: &DataArgs, devices: Option<usize>, source: &str) -> Result<Session, Report> {
+    let runtime = Runtime::from_plugin_or_default(
+        data.plugin.as_deref(),
+        &RuntimeOptions { devices, ..RuntimeOptions::default() },
+    )
+    .map_err(|error| report(error.into(), source))?;
+    if !data.no_cache {
+        match ttpu_runtime::default_disk_cache_dir() {
+            Some(dir) => runtime.set_disk_cache(&dir).map_err(|error| report(error.into(), source))?,
+            None => tracing::warn!("no compile cache on disk: neither TTPU_CACHE_DIR, XDG_CACHE_HOME nor HOME is set"),
+        }
+    }
+    let mut session = Session::with_runtime(runtime);
     session.set_compile_options(CompileOptions {
         fuse: data.fuse.options(),
         seed: data.fuse.seed,
         ..CompileOptions::default()
     });
-    let loaded = session.load_model(&source, &path).map_err(|error| report(error, &source))?;
-    let weights = match &data.weights {
-        Some(file) => read_safetensors(file).map_err(|error| report(error, &source))?,
-        None => TensorMap::new(),
-    };
-    let inputs = read_safetensors(&data.inputs).map_err(|error| report(error, &source))?;
-    let outputs = session.run(&loaded, &weights, &inputs).map_err(|error| report(error, &source))?;
+    Ok(session)
+}
+
+fn read_weights(data: &DataArgs, source: &str) -> Result<TensorMap, Report> {
+    match &data.weights {
+        Some(file) => read_safetensors(file).map_err(|error| report(error.into(), source)),
+        None => Ok(TensorMap::new()),
+    }
+}
+
+fn execute(model: &Path, data: &DataArgs) -> Result<(String, TensorMap), Report> {
+    let (source, path) = read_model(model)?;
+    let session = session(data, None, &source)?;
+    let weights = read_weights(data, &source)?;
+    let inputs = read_safetensors(&data.inputs).map_err(|error| report(error.into(), &source))?;
+    let loaded = session.load(&source, &path, &weights).map_err(|error| report(error, &source))?;
+    let outputs = loaded.run(&inputs).map_err(|error| report(error, &source))?;
     Ok((source, outputs))
+}
+
+struct BenchOptions {
+    runs: u32,
+    warmup: u32,
+    devices: u32,
+    one_shot: bool,
+}
+
+/// What `ttpu bench` measured; times in seconds.
+struct BenchResults {
+    model: String,
+    platform: String,
+    devices: usize,
+    import_s: f64,
+    lower_s: f64,
+    compile_s: f64,
+    cache: CacheSource,
+    weights_in_s: f64,
+    weight_bytes: usize,
+    first_run_s: f64,
+    warm: Vec<f64>,
+    transfer_in: Vec<f64>,
+    execute: Vec<f64>,
+    transfer_out: Vec<f64>,
+    one_shot: Vec<f64>,
+}
+
+fn bench(model: &Path, data: &DataArgs, options: &BenchOptions) -> Result<BenchResults, Report> {
+    let (source, path) = read_model(model)?;
+    let devices = options.devices as usize;
+    let session = session(data, (devices > 1).then_some(devices), &source)?;
+    let fail = |error: ttpu::Error| report(error, &source);
+    let weights = read_weights(data, &source)?;
+    let inputs = read_safetensors(&data.inputs).map_err(|error| report(error.into(), &source))?;
+    let replicated: Vec<&TensorMap> = vec![&inputs; devices];
+
+    let start = Instant::now();
+    let model = session.load_model(&source, &path).map_err(fail)?;
+    let import_s = start.elapsed().as_secs_f64();
+    let start = Instant::now();
+    let loaded = session.place(&model, &weights, devices).map_err(fail)?;
+    let weights_in_s = start.elapsed().as_secs_f64();
+    let weight_bytes = weights.values().map(|tensor| tensor.data.len()).sum::<usize>() * devices;
+
+    // The first run compiles (or loads from the cache); its compile time is reported apart.
+    let start = Instant::now();
+    let prepared = loaded.prepare(&replicated).map_err(fail)?;
+    let info = prepared.compile_info().ok_or_else(|| miette::miette!("the first run found its program compiled"))?;
+    loaded.execute(prepared).map_err(fail)?.to_host().map_err(fail)?;
+    let first_run_s = start.elapsed().as_secs_f64() - info.lower_s - info.compile_s;
+
+    let time_runs = |count: u32, record: bool, results: &mut BenchResults| -> Result<(), Report> {
+        for _ in 0..count {
+            let (outputs, phases) = timed_run(&loaded, &replicated).map_err(fail)?;
+            drop(outputs);
+            if record {
+                results.transfer_in.push(phases[0]);
+                results.execute.push(phases[1]);
+                results.transfer_out.push(phases[2]);
+                results.warm.push(phases.iter().sum());
+            }
+        }
+        Ok(())
+    };
+    let mut results = BenchResults {
+        model: path.clone(),
+        platform: session.runtime().platform(),
+        devices,
+        import_s,
+        lower_s: info.lower_s,
+        compile_s: info.compile_s,
+        cache: info.source,
+        weights_in_s,
+        weight_bytes,
+        first_run_s: first_run_s.max(0.0),
+        warm: Vec::new(),
+        transfer_in: Vec::new(),
+        execute: Vec::new(),
+        transfer_out: Vec::new(),
+        one_shot: Vec::new(),
+    };
+    time_runs(options.warmup, false, &mut results)?;
+    time_runs(options.runs, true, &mut results)?;
+    if options.one_shot {
+        if devices > 1 {
+            return Err(miette::miette!("--one-shot times one device; drop --devices"));
+        }
+        for round in 0..options.warmup + options.runs {
+            let start = Instant::now();
+            session.run(&model, &weights, &inputs).map_err(fail)?;
+            if round >= options.warmup {
+                results.one_shot.push(start.elapsed().as_secs_f64());
+            }
+        }
+    }
+    Ok(results)
+}
+
+/// One run with resident weights: seconds spent uploading inputs, executing, and reading outputs.
+fn timed_run(loaded: &LoadedModel, inputs: &[&TensorMap]) -> ttpu::Result<(Vec<TensorMap>, [f64; 3])> {
+    let start = Instant::now();
+    let prepared = loaded.prepare(inputs)?;
+    let uploaded = Instant::now();
+    let outputs = loaded.execute(prepared)?;
+    let executed = Instant::now();
+    let host = outputs.to_host()?;
+    let done = Instant::now();
+    let phases =
+        [(uploaded - start).as_secs_f64(), (executed - uploaded).as_secs_f64(), (done - executed).as_secs_f64()];
+    Ok((host, phases))
+}
+
+/// The `q`-quantile (0..=1) of `values`, by the nearest rank; 0 for none.
+fn quantile(values: &[f64], q: f64) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = (q * (sorted.len() - 1) as f64).round() as usize;
+    sorted[rank.min(sorted.len() - 1)]
+}
+
+impl BenchResults {
+    fn cache_hit(&self) -> bool {
+        self.cache != CacheSource::Compiled
+    }
+
+    fn to_json(&self) -> String {
+        let ms = |seconds: f64| seconds * 1e3;
+        let stats = |values: &[f64]| {
+            serde_json::json!({
+                "median": ms(quantile(values, 0.5)),
+                "p10": ms(quantile(values, 0.1)),
+                "p90": ms(quantile(values, 0.9)),
+                "runs": values.len(),
+            })
+        };
+        let mut object = serde_json::json!({
+            "model": self.model,
+            "platform": self.platform,
+            "devices": self.devices,
+            "import_s": self.import_s,
+            "lower_s": self.lower_s,
+            "compile_s": self.compile_s,
+            "cache_hit": self.cache_hit(),
+            "cache": match self.cache {
+                CacheSource::Memory => "memory",
+                CacheSource::Disk => "disk",
+                CacheSource::Compiled => "none",
+            },
+            "weights_in_ms": ms(self.weights_in_s),
+            "weight_bytes": self.weight_bytes,
+            "first_run_ms": ms(self.first_run_s),
+            "warm_ms": stats(&self.warm),
+            "transfer_in_ms": ms(quantile(&self.transfer_in, 0.5)),
+            "execute_ms": ms(quantile(&self.execute, 0.5)),
+            "transfer_out_ms": ms(quantile(&self.transfer_out, 0.5)),
+        });
+        if !self.one_shot.is_empty() {
+            object["one_shot_ms"] = stats(&self.one_shot);
+        }
+        object.to_string()
+    }
+
+    fn table(&self) -> String {
+        let ms = |seconds: f64| format!("{:.3} ms", seconds * 1e3);
+        let compile = match self.cache {
+            CacheSource::Compiled => format!("{} (XLA compile)", ms(self.compile_s)),
+            CacheSource::Disk => format!("cache hit (disk), {} to load", ms(self.compile_s)),
+            CacheSource::Memory => "cache hit (memory)".to_owned(),
+        };
+        let mut lines = vec![
+            format!("model          {}", self.model),
+            format!(
+                "plugin         {} ({} device{})",
+                self.platform,
+                self.devices,
+                if self.devices == 1 { "" } else { "s" }
+            ),
+            format!("import         {}", ms(self.import_s)),
+            format!("lower          {}", ms(self.lower_s)),
+            format!("compile        {compile}"),
+            format!("weights in     {} ({} bytes, once)", ms(self.weights_in_s), self.weight_bytes),
+            format!("first run      {}", ms(self.first_run_s)),
+            format!(
+                "warm run       median {}  p10 {}  p90 {}  ({} runs, weights resident)",
+                ms(quantile(&self.warm, 0.5)),
+                ms(quantile(&self.warm, 0.1)),
+                ms(quantile(&self.warm, 0.9)),
+                self.warm.len()
+            ),
+            format!("  transfer in  median {}", ms(quantile(&self.transfer_in, 0.5))),
+            format!("  execute      median {}", ms(quantile(&self.execute, 0.5))),
+            format!("  transfer out median {}", ms(quantile(&self.transfer_out, 0.5))),
+        ];
+        if !self.one_shot.is_empty() {
+            lines.push(format!(
+                "one-shot run   median {}  p10 {}  p90 {}  (weights uploaded every run)",
+                ms(quantile(&self.one_shot, 0.5)),
+                ms(quantile(&self.one_shot, 0.1)),
+                ms(quantile(&self.one_shot, 0.9))
+            ));
+        }
+        lines.join("\n") + "\n"
+    }
 }
 
 /// A report that labels the source span of frontend errors.

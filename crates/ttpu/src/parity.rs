@@ -3,8 +3,8 @@
 //! An element matches when `|actual - expected| <= atol + rtol * |expected|` (numpy's `allclose`),
 //! NaN matches NaN, and infinities must be equal. Integer and bool outputs must match exactly.
 
-use crate::tensor::{HostTensor, TensorMap, describe};
 use crate::{Error, Result};
+use ttpu_runtime::{HostTensor, TensorMap};
 
 /// The comparison of one output.
 #[derive(Clone, Debug, PartialEq)]
@@ -42,7 +42,7 @@ pub fn compare(actual: &TensorMap, expected: &TensorMap, rtol: f64, atol: f64) -
         if got.dtype != want.dtype || got.shape != want.shape {
             return Err(Error::Parity {
                 key: key.clone(),
-                message: format!("expected {}, the model produced {}", describe(want), describe(got)),
+                message: format!("expected {}, the model produced {}", want.describe(), got.describe()),
             });
         }
         res.push(compare_tensor(key, got, want, rtol, atol));

@@ -1,30 +1,40 @@
-//! `Session`: runs models on named host tensors on a [`ttpu_eager::Device`].
+//! `Session`: runs models on named host tensors on a [`Runtime`].
 //!
 //! A [`Model`] is parsed and imported once with its symbolic dims. Each run binds the symbols
-//! from the input shapes (checking ranges and agreement between inputs), rounds each symbol that
-//! padding cannot affect up to its bucket ([`Bucketing`]), pads the inputs, runs the
+//! from the argument shapes (checking ranges and agreement between inputs), rounds each symbol
+//! that padding cannot affect up to its bucket ([`Bucketing`]), pads the inputs, runs the
 //! specialisation for those sizes (imported once per model and size) and slices the outputs back.
-//! Executables come from the device's compile cache, keyed by graph structure and concrete
-//! shapes: sessions on one device share compiles, and share the cache's capacity and counters
-//! with the device's lazy tensors.
+//! Executables come from the runtime's compile cache, keyed by graph structure, concrete shapes
+//! and placement: sessions on one runtime share compiles, and share the cache's capacity and
+//! counters with the eager tensors on it.
+//!
+//! [`Session::load`] keeps a model's weights on its devices ([`LoadedModel`]); [`Session::run`]
+//! is the one-shot form that uploads the weights with every call.
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use indexmap::IndexMap;
-use ttpu_eager::Device;
-use ttpu_fx::{InputRole, ModelSignature, Module};
+use ttpu_fx::{ModelSignature, Module};
 use ttpu_ir::{Dim, PaddingVerdict, PaddingVerdicts};
-use ttpu_pjrt::{Client, LoadedExecutable};
+use ttpu_runtime::{CompileInfo, CompileSpec, Executable, HostTensor, Runtime, RuntimeOptions, TensorMap};
 
-use crate::tensor::{HostTensor, TensorMap, describe, fits, from_host_buffer};
+use crate::loaded::LoadedModel;
 use crate::{CompileOptions, Compiler, Error, Result};
 
-/// A model read from `.fx` text, ready to run at any size its range constraints allow.
+/// A model read from `.fx` text, ready to run at any size its range constraints allow. Cheap to
+/// clone (a shared handle).
+#[derive(Clone)]
 pub struct Model {
+    inner: Arc<ModelInner>,
+}
+
+struct ModelInner {
     program: ttpu_fx::ast::Program,
     module: Module,
     padding: PaddingVerdicts,
+    compiler: Compiler,
+    options: CompileOptions,
     specialisations: Mutex<IndexMap<Vec<i64>, Arc<Specialisation>>>,
 }
 
@@ -41,7 +51,7 @@ pub enum Bucketing {
 }
 
 impl Bucketing {
-    fn bucket(&self, size: i64, range: Option<&ttpu_ir::SymbolRange>) -> i64 {
+    pub(crate) fn bucket(&self, size: i64, range: Option<&ttpu_ir::SymbolRange>) -> i64 {
         let max = range.and_then(|range| range.max).unwrap_or(i64::MAX);
         let candidate = match self {
             Bucketing::Exact => size,
@@ -57,72 +67,111 @@ impl Bucketing {
     }
 }
 
-struct Specialisation {
-    module: Module,
-    executable: Arc<LoadedExecutable>,
+/// The model imported at one set of concrete sizes, with its executables by placement.
+pub(crate) struct Specialisation {
+    pub(crate) module: Module,
+    executables: Mutex<Vec<(CompileSpec, Arc<Executable>)>>,
+}
+
+impl Specialisation {
+    /// The executable for `spec`, from this specialisation's own list (no hashing on the hot
+    /// path), else from the runtime's cache or a compile. The info is `None` when it was found
+    /// here.
+    pub(crate) fn executable(
+        &self,
+        runtime: &Runtime,
+        spec: &CompileSpec,
+    ) -> Result<(Arc<Executable>, Option<CompileInfo>)> {
+        let mut executables = self.executables.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some((_, found)) = executables.iter().find(|(known, _)| known == spec) {
+            return Ok((Arc::clone(found), None));
+        }
+        let graph = &self.module.graph;
+        let (executable, info) = runtime.executable_with_info(graph, spec, || Ok::<_, Error>(graph.clone()))?;
+        executables.push((spec.clone(), Arc::clone(&executable)));
+        Ok((executable, Some(info)))
+    }
 }
 
 impl Model {
     /// The model's signature, with symbolic dims as exported.
     pub fn signature(&self) -> &ModelSignature {
-        &self.module.signature
+        &self.inner.module.signature
     }
 
     /// The imported module with symbolic dims.
     pub fn module(&self) -> &Module {
-        &self.module
+        &self.inner.module
     }
 
     /// Per symbol, whether padding it can change results (and why), in declaration order.
     pub fn padding_verdicts(&self) -> &[(Arc<str>, PaddingVerdict)] {
-        &self.padding
+        &self.inner.padding
     }
 
-    /// How many specialisations were compiled so far.
+    /// How many specialisations (concrete size sets) were imported so far.
     pub fn compile_count(&self) -> usize {
-        self.specialisations.lock().map_or(0, |cache| cache.len())
+        self.inner.specialisations.lock().map_or(0, |cache| cache.len())
+    }
+
+    /// Whether padding symbol `symbol` cannot change results.
+    pub(crate) fn paddable(&self, symbol: &str) -> bool {
+        self.inner.padding.iter().any(|(name, verdict)| name.as_ref() == symbol && *verdict == PaddingVerdict::Pad)
+    }
+
+    /// The model imported at `symbol_values` (imported once per size set).
+    pub(crate) fn specialise(&self, symbol_values: IndexMap<String, i64>) -> Result<Arc<Specialisation>> {
+        let inner = &self.inner;
+        let cache_key: Vec<i64> = symbol_values.values().copied().collect();
+        let mut cache = inner.specialisations.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(found) = cache.get(&cache_key) {
+            return Ok(found.clone());
+        }
+        let module = if symbol_values.is_empty() {
+            inner.module.clone()
+        } else {
+            inner.compiler.import_program(&inner.program, &CompileOptions { symbol_values, ..inner.options.clone() })?
+        };
+        let specialisation = Arc::new(Specialisation { module, executables: Mutex::new(Vec::new()) });
+        cache.insert(cache_key, specialisation.clone());
+        Ok(specialisation)
     }
 }
 
-/// A device (through a PJRT plugin) and the compiler feeding it.
+/// A runtime (a PJRT plugin's devices) and the compiler feeding it.
 pub struct Session {
-    device: Device,
+    runtime: Runtime,
     compiler: Compiler,
     bucketing: Bucketing,
     options: CompileOptions,
 }
 
 impl Session {
-    /// A session on the plugin at `path`.
+    /// A session on the plugin at `path`, on a runtime of its own.
     pub fn new(plugin_path: &Path) -> Result<Session> {
-        let device = Device::from_plugin(plugin_path)?;
-        tracing::debug!(platform = %device.client().platform_name().unwrap_or_default(), "pjrt client ready");
-        Ok(Session::with_device(device))
+        Ok(Session::with_runtime(Runtime::new(plugin_path, &RuntimeOptions::default())?))
     }
 
-    /// A session on `device`, sharing its compile cache (and counters) with its lazy tensors and
-    /// with other sessions on it.
-    pub fn with_device(device: Device) -> Session {
+    /// A session on `runtime`, sharing its compile caches and counters with everything else on
+    /// it (other sessions, eager tensors).
+    pub fn with_runtime(runtime: Runtime) -> Session {
         Session {
-            device,
+            runtime,
             compiler: Compiler::new(),
             bucketing: Bucketing::default(),
             options: CompileOptions::default(),
         }
     }
 
-    /// The device models run on.
-    pub fn device(&self) -> &Device {
-        &self.device
+    /// The runtime models run on.
+    pub fn runtime(&self) -> &Runtime {
+        &self.runtime
     }
 
     /// A session on the plugin named by `--plugin`, else `$TTPU_PJRT_PLUGIN`, else the one
     /// `cargo xtask setup` installed.
     pub fn from_plugin_or_default(plugin_path: Option<&Path>) -> Result<Session> {
-        match plugin_path {
-            Some(path) => Session::new(path),
-            None => Session::new(&ttpu_pjrt::find_plugin()?),
-        }
+        Ok(Session::with_runtime(Runtime::from_plugin_or_default(plugin_path, &RuntimeOptions::default())?))
     }
 
     /// Sets how symbolic sizes are bucketed for models run from now on.
@@ -136,105 +185,45 @@ impl Session {
         self.options = CompileOptions { symbol_values: IndexMap::new(), ..options };
     }
 
-    /// The PJRT client.
-    pub fn client(&self) -> &Client {
-        self.device.client()
-    }
-
     /// Parses and imports a model; nothing is compiled until it runs.
     pub fn load_model(&self, source: &str, path: &str) -> Result<Model> {
         let program = ttpu_fx::parse(source, path)?;
         let (module, padding) = self.compiler.import_dynamic(&program, &self.options)?;
-        Ok(Model { program, module, padding, specialisations: Mutex::new(IndexMap::new()) })
+        Ok(Model {
+            inner: Arc::new(ModelInner {
+                program,
+                module,
+                padding,
+                compiler: self.compiler.clone(),
+                options: self.options.clone(),
+                specialisations: Mutex::new(IndexMap::new()),
+            }),
+        })
+    }
+
+    /// Parses and imports a model and uploads its weights (keyed by signature target) to device 0
+    /// once; each run then uploads only the user inputs.
+    pub fn load(&self, source: &str, path: &str, weights: &TensorMap) -> Result<LoadedModel> {
+        self.place(&self.load_model(source, path)?, weights, 1)
+    }
+
+    /// Uploads `model`'s weights to devices `0..replicas` once, for runs that take one input set
+    /// per device (data parallel); buffers a run mutates stay on the devices and are updated in
+    /// place.
+    pub fn place(&self, model: &Model, weights: &TensorMap, replicas: usize) -> Result<LoadedModel> {
+        LoadedModel::new(self.runtime.clone(), model.clone(), self.bucketing.clone(), weights, replicas)
     }
 
     /// Runs `model` on `weights` (keyed by signature target) and `inputs` (keyed by placeholder
-    /// name). Returns user outputs as `output_0`, ... and mutated buffers under their targets.
+    /// name), uploading both. Returns user outputs as `output_0`, ... and mutated buffers under
+    /// their targets. [`Session::load`] keeps the weights on the device instead.
     pub fn run(&self, model: &Model, weights: &TensorMap, inputs: &TensorMap) -> Result<TensorMap> {
-        let arguments = bind_arguments(model.signature(), weights, inputs)?;
-        let symbol_values = bind_symbols(&model.module, &arguments)?;
-        let compiled_values: IndexMap<String, i64> = symbol_values
-            .iter()
-            .map(|(symbol, &size)| {
-                let paddable = model
-                    .padding
-                    .iter()
-                    .any(|(name, verdict)| name.as_ref() == symbol && *verdict == PaddingVerdict::Pad);
-                let bucket =
-                    if paddable { self.bucketing.bucket(size, model.module.graph.symbols.range(symbol)) } else { size };
-                (symbol.clone(), bucket)
-            })
-            .collect();
-        let specialisation = self.specialise(model, compiled_values.clone())?;
-        let signature = &specialisation.module.signature;
-        let padded: Vec<std::borrow::Cow<'_, HostTensor>> = model
-            .signature()
-            .inputs
-            .iter()
-            .zip(&arguments)
-            .map(|(input, tensor)| {
-                let shape = resolved_shape(&input.ty, &tensor.shape, &compiled_values);
-                if shape == tensor.shape {
-                    std::borrow::Cow::Borrowed(*tensor)
-                } else {
-                    std::borrow::Cow::Owned(resize(tensor, &shape))
-                }
-            })
-            .collect();
-        let buffers = padded
-            .iter()
-            .map(|tensor| {
-                self.device.client().buffer_from_host(
-                    &tensor.data,
-                    ttpu_eager::element_type(tensor.dtype),
-                    &tensor.shape,
-                )
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let buffer_refs: Vec<_> = buffers.iter().collect();
-        let results = {
-            let _span = tracing::debug_span!("execute").entered();
-            specialisation.executable.execute(&buffer_refs)?
-        };
-        let mut outputs = TensorMap::new();
-        for ((output, symbolic), buffer) in signature.outputs.iter().zip(&model.signature().outputs).zip(results) {
-            let host = buffer.to_host()?;
-            let element = host.element_type;
-            let tensor = from_host_buffer(host).ok_or_else(|| Error::Parity {
-                key: output.key.clone(),
-                message: format!("the device returned element type {element:?}, which ttpu never emits"),
-            })?;
-            // Outputs along padded symbols are cut back to the sizes the inputs gave.
-            let true_shape = resolved_shape(&symbolic.ty, &tensor.shape, &symbol_values);
-            let tensor = if true_shape == tensor.shape { tensor } else { resize(&tensor, &true_shape) };
-            outputs.insert(output.key.clone(), tensor);
-        }
-        Ok(outputs)
-    }
-
-    fn specialise(&self, model: &Model, symbol_values: IndexMap<String, i64>) -> Result<Arc<Specialisation>> {
-        let cache_key: Vec<i64> = symbol_values.values().copied().collect();
-        let mut cache = model.specialisations.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some(found) = cache.get(&cache_key) {
-            return Ok(found.clone());
-        }
-        let module = if symbol_values.is_empty() {
-            model.module.clone()
-        } else {
-            self.compiler.import_program(&model.program, &CompileOptions { symbol_values, ..self.options.clone() })?
-        };
-        let executable = {
-            let _span = tracing::info_span!("pjrt_compile").entered();
-            self.device.executable_of(&module.graph)?
-        };
-        let specialisation = Arc::new(Specialisation { module, executable });
-        cache.insert(cache_key, specialisation.clone());
-        Ok(specialisation)
+        self.place(model, weights, 1)?.run(inputs)
     }
 }
 
 /// `ty`'s shape with each symbol replaced by its size in `values` (static dims kept from `actual`).
-fn resolved_shape(ty: &ttpu_ir::TensorType, actual: &[i64], values: &IndexMap<String, i64>) -> Vec<i64> {
+pub(crate) fn resolved_shape(ty: &ttpu_ir::TensorType, actual: &[i64], values: &IndexMap<String, i64>) -> Vec<i64> {
     ty.shape
         .dims()
         .iter()
@@ -247,7 +236,7 @@ fn resolved_shape(ty: &ttpu_ir::TensorType, actual: &[i64], values: &IndexMap<St
 }
 
 /// Copies `tensor` into a zero-filled tensor of `shape`, cropping or padding each dim at its end.
-fn resize(tensor: &HostTensor, shape: &[i64]) -> HostTensor {
+pub(crate) fn resize(tensor: &HostTensor, shape: &[i64]) -> HostTensor {
     let element = tensor.dtype.byte_size();
     let count: i64 = shape.iter().product();
     let mut data = vec![0u8; count.max(0) as usize * element];
@@ -283,62 +272,14 @@ fn resize(tensor: &HostTensor, shape: &[i64]) -> HostTensor {
     HostTensor { dtype: tensor.dtype, shape: shape.to_vec(), data }
 }
 
-/// The graph's arguments in order, checked against the signature.
-fn bind_arguments<'a>(
-    signature: &ModelSignature,
-    weights: &'a TensorMap,
-    inputs: &'a TensorMap,
-) -> Result<Vec<&'a HostTensor>> {
-    let mut arguments = Vec::with_capacity(signature.inputs.len());
-    for input in &signature.inputs {
-        let (what, source) = match input.role {
-            InputRole::UserInput => ("input", inputs),
-            _ => ("weight", weights),
-        };
-        let tensor = source.get(&input.key).ok_or_else(|| Error::MissingTensor {
-            what,
-            key: input.key.clone(),
-            expected: input.ty.to_string(),
-        })?;
-        if !fits(&input.ty, tensor) {
-            return Err(Error::TensorMismatch {
-                what,
-                key: input.key.clone(),
-                expected: input.ty.to_string(),
-                found: describe(tensor),
-            });
-        }
-        arguments.push(tensor);
-    }
-    for (what, source, is_user) in [("weight", weights, false), ("input", inputs, true)] {
-        let known: Vec<&str> = signature
-            .inputs
-            .iter()
-            .filter(|input| (input.role == InputRole::UserInput) == is_user)
-            .map(|input| input.key.as_str())
-            .collect();
-        if let Some((key, tensor)) = source.iter().find(|(key, _)| !known.contains(&key.as_str())) {
-            return Err(Error::UnexpectedTensor {
-                what,
-                key: key.clone(),
-                found: describe(tensor),
-                known: if known.is_empty() {
-                    "none".into()
-                } else {
-                    known.iter().map(|key| format!("`{key}`")).collect::<Vec<_>>().join(", ")
-                },
-            });
-        }
-    }
-    Ok(arguments)
-}
-
 /// Sizes of the model's symbols as the arguments give them, checked against their ranges.
-fn bind_symbols(module: &Module, arguments: &[&HostTensor]) -> Result<IndexMap<String, i64>> {
+/// `arguments` holds each signature input's shape, `None` where it is not known yet.
+pub(crate) fn bind_symbols(module: &Module, arguments: &[Option<&[i64]>]) -> Result<IndexMap<String, i64>> {
     let symbols = &module.graph.symbols;
     let mut bound: IndexMap<String, (i64, String)> = IndexMap::new();
     for (input, tensor) in module.signature.inputs.iter().zip(arguments) {
-        for (axis, (dim, &size)) in input.ty.shape.dims().iter().zip(&tensor.shape).enumerate() {
+        let Some(tensor) = tensor else { continue };
+        for (axis, (dim, &size)) in input.ty.shape.dims().iter().zip(tensor.iter()).enumerate() {
             let Dim::Sym(name) = dim else { continue };
             let range = symbols.range(name);
             let range_text = range.map_or("[?]".into(), |range| match range.max {
@@ -371,7 +312,8 @@ fn bind_symbols(module: &Module, arguments: &[&HostTensor]) -> Result<IndexMap<S
     let values: IndexMap<String, i64> = bound.into_iter().map(|(name, (size, _))| (name, size)).collect();
     // A compound dim (`2*s0`) must equal what its symbols say.
     for (input, tensor) in module.signature.inputs.iter().zip(arguments) {
-        for (axis, (dim, &size)) in input.ty.shape.dims().iter().zip(&tensor.shape).enumerate() {
+        let Some(tensor) = tensor else { continue };
+        for (axis, (dim, &size)) in input.ty.shape.dims().iter().zip(tensor.iter()).enumerate() {
             let Dim::Expr(expr) = dim else { continue };
             if let Some(expected) = expr.eval(&values)
                 && expected != size

@@ -6,8 +6,68 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 fn ttpu(args: &[&str]) -> Output {
+    // Compiled programs go to a folder of this test process, never the user's cache.
+    let cache = std::env::temp_dir().join(format!("ttpu-cli-cache-{}", std::process::id()));
+    ttpu_with_cache(args, &cache)
+}
+
+fn ttpu_with_cache(args: &[&str], cache: &Path) -> Output {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    Command::new(env!("CARGO_BIN_EXE_ttpu")).args(args).current_dir(root).output().expect("the binary starts")
+    Command::new(env!("CARGO_BIN_EXE_ttpu"))
+        .args(args)
+        .env("TTPU_CACHE_DIR", cache)
+        .current_dir(root)
+        .output()
+        .expect("the binary starts")
+}
+
+const MLP_DATA: [&str; 4] =
+    ["--weights", "fixtures/mlp/weights.safetensors", "--inputs", "fixtures/mlp/inputs.safetensors"];
+
+#[test]
+fn bench_json_has_the_stable_keys_and_the_second_process_hits_the_disk_cache() {
+    let cache = std::env::temp_dir().join(format!("ttpu-cli-bench-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&cache);
+    let bench = |extra: &[&str]| -> serde_json::Value {
+        let mut args = vec!["bench", "fixtures/mlp/model.fx"];
+        args.extend(MLP_DATA);
+        args.extend(["--runs", "4", "--warmup", "1", "--json"]);
+        args.extend(extra);
+        let out = ttpu_with_cache(&args, &cache);
+        assert!(out.status.success(), "{}", stderr(&out));
+        serde_json::from_str(stdout(&out).trim()).unwrap_or_else(|error| panic!("{error}: {}", stdout(&out)))
+    };
+    let first = bench(&[]);
+    for key in ["compile_s", "first_run_ms", "transfer_in_ms", "transfer_out_ms", "import_s", "lower_s"] {
+        assert!(first[key].as_f64().is_some_and(|value| value >= 0.0), "{key} in {first}");
+    }
+    assert_eq!(first["cache_hit"], serde_json::Value::Bool(false), "{first}");
+    assert_eq!(first["cache"], "none");
+    assert_eq!(first["warm_ms"]["runs"], 4);
+    let warm = &first["warm_ms"];
+    let (p10, median, p90) = (warm["p10"].as_f64(), warm["median"].as_f64(), warm["p90"].as_f64());
+    assert!(p10 <= median && median <= p90 && p10.is_some_and(|p10| p10 > 0.0), "{warm}");
+    assert_eq!(first["devices"], 1);
+    let second = bench(&["--one-shot"]);
+    assert_eq!((second["cache_hit"].as_bool(), second["cache"].as_str()), (Some(true), Some("disk")), "{second}");
+    assert_eq!(second["one_shot_ms"]["runs"], 4);
+    // --no-cache neither reads nor writes the folder.
+    let third = bench(&["--no-cache"]);
+    assert_eq!(third["cache_hit"], serde_json::Value::Bool(false), "{third}");
+    let _ = std::fs::remove_dir_all(&cache);
+}
+
+#[test]
+fn bench_runs_on_several_devices() {
+    let mut args = vec!["bench", "fixtures/mlp/model.fx"];
+    args.extend(MLP_DATA);
+    args.extend(["--runs", "2", "--warmup", "0", "--devices", "4", "--no-cache"]);
+    let out = ttpu(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    for line in ["model          fixtures/mlp/model.fx", "(4 devices)", "compile        ", "warm run       median "] {
+        assert!(text.contains(line), "`{line}` missing from:\n{text}");
+    }
 }
 
 fn stdout(output: &Output) -> String {

@@ -57,10 +57,16 @@ fn every_fixture_and_input_set_matches_pytorch() {
         };
         let sets = input_sets(&folder);
         assert!(!sets.is_empty(), "{name} has no inputs");
+        // Chained fixtures are successive calls of one module: one resident model runs the sets
+        // in order, its mutated buffers carried from call to call.
+        let chained = common::chained(&folder).then(|| session.place(&model, &weights, 1).expect("weights upload"));
         for (inputs, expected) in sets {
             let inputs_map = read_safetensors(&folder.join(&inputs)).expect("inputs read");
-            let outputs =
-                session.run(&model, &weights, &inputs_map).unwrap_or_else(|error| panic!("{name}/{inputs}: {error}"));
+            let outputs = match &chained {
+                Some(loaded) => loaded.run(&inputs_map),
+                None => session.run(&model, &weights, &inputs_map),
+            }
+            .unwrap_or_else(|error| panic!("{name}/{inputs}: {error}"));
             assert_parity(&format!("{name}/{inputs}"), &folder, &outputs, &expected);
         }
     }
@@ -204,22 +210,22 @@ fn a_sequence_model_compiles_exactly_per_size_and_each_size_is_right() {
 }
 
 #[test]
-fn sessions_on_one_device_share_its_shape_keyed_compile_cache() {
+fn sessions_on_one_runtime_share_its_shape_keyed_compile_cache() {
     let folder = common::fixtures_dir().join("mlp_dynamic");
     let source = std::fs::read_to_string(folder.join("model.fx")).expect("model.fx is readable");
     let weights = read_safetensors(&folder.join("weights.safetensors")).expect("weights read");
-    let device = ttpu_eager::Device::cpu().expect("the CPU plugin");
-    let sessions = [ttpu::Session::with_device(device.clone()), ttpu::Session::with_device(device.clone())];
+    let runtime = ttpu::Runtime::cpu().expect("the CPU plugin");
+    let sessions = [ttpu::Session::with_runtime(runtime.clone()), ttpu::Session::with_runtime(runtime.clone())];
     let mut outputs = Vec::new();
     for session in &sessions {
         let model = session.load_model(&source, "fixtures/mlp_dynamic/model.fx").expect("the model loads");
         outputs.push(session.run(&model, &weights, &batch_input(5)).expect("runs"));
     }
     // The second session's specialisation has the same structure and shapes: a cache hit.
-    let counters = device.counters();
+    let counters = runtime.counters();
     assert_eq!((counters.compiles, counters.cache_hits), (1, 1), "{counters:?}");
     assert_eq!(outputs[0]["output_0"], outputs[1]["output_0"]);
     // Another bucket is another shape, hence another compile.
     sessions[0].run(&sessions[0].load_model(&source, "m.fx").expect("loads"), &weights, &batch_input(9)).expect("runs");
-    assert_eq!(device.counters().compiles, 2);
+    assert_eq!(runtime.counters().compiles, 2);
 }

@@ -14,8 +14,9 @@ const ALLOWED_EDGES: &[(&str, &[&str])] = &[
     ("ttpu-fx", &["ttpu-ir"]),
     ("ttpu-fuse", &["ttpu-ir"]),
     ("ttpu-stablehlo", &["ttpu-ir"]),
-    ("ttpu-eager", &["ttpu-ir", "ttpu-fuse", "ttpu-stablehlo", "ttpu-pjrt"]),
-    ("ttpu", &["ttpu-ir", "ttpu-fx", "ttpu-fuse", "ttpu-stablehlo", "ttpu-pjrt", "ttpu-eager"]),
+    ("ttpu-runtime", &["ttpu-ir", "ttpu-stablehlo", "ttpu-pjrt"]),
+    ("ttpu-eager", &["ttpu-ir", "ttpu-fuse", "ttpu-runtime"]),
+    ("ttpu", &["ttpu-ir", "ttpu-fx", "ttpu-fuse", "ttpu-stablehlo", "ttpu-runtime"]),
     ("ttpu-filetest", &[]),
     ("xtask", &[]),
 ];

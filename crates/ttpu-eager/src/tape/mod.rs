@@ -28,8 +28,8 @@ use ttpu_ir::{
 };
 
 pub(crate) use self::build::MatmulPlan;
-use crate::cache::FxHasher;
 use crate::{Error, Result};
+use ttpu_runtime::FxHasher;
 
 /// Where a pending value comes from: an input buffer or the result of a step, by index.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]

@@ -5,7 +5,7 @@
 use ttpu_ir::{DType, Scalar, TensorType};
 
 use super::{Tensor, checked_shape, element_count};
-use crate::element::{Element, dtype_from_safetensors, element_type};
+use crate::element::Element;
 use crate::tape::{Bits, TapeOp};
 use crate::{Device, Error, Result};
 
@@ -35,31 +35,17 @@ impl Tensor {
                 actual: bytes.len() / dtype.byte_size(),
             });
         }
-        let buffer = device.inner.client.buffer_from_host(bytes, element_type(dtype), dims)?;
-        device.count_to_device(bytes.len());
+        let buffer = device.inner.runtime.upload_bytes(bytes, dtype, dims, device.inner.index)?;
         Tensor::ready(device, TensorType::new(dtype, shape), buffer)
     }
 
     /// Every tensor of a safetensors file's bytes, sorted by name, copied to `device`.
     pub fn from_safetensors(device: &Device, bytes: &[u8]) -> Result<Vec<(String, Tensor)>> {
-        let file = safetensors::SafeTensors::deserialize(bytes)
-            .map_err(|error| Error::Safetensors { message: error.to_string() })?;
-        let mut res = Vec::new();
-        for (name, view) in file.iter() {
-            let dtype = dtype_from_safetensors(view.dtype()).ok_or_else(|| Error::Safetensors {
-                message: format!("tensor `{name}` has unsupported dtype {:?}", view.dtype()),
-            })?;
-            let dims = view
-                .shape()
-                .iter()
-                .map(|&size| i64::try_from(size))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|_| Error::Safetensors { message: format!("tensor `{name}` is too large") })?;
-            res.push((name.to_owned(), Tensor::from_bytes(device, dtype, view.data(), &dims)?));
-        }
-        // The parser iterates a hash map; sorting makes the order independent of it.
-        res.sort_by(|(lhs, _), (rhs, _)| lhs.cmp(rhs));
-        Ok(res)
+        let tensors = ttpu_runtime::safetensors_from_bytes(bytes).map_err(|message| Error::Safetensors { message })?;
+        tensors
+            .into_iter()
+            .map(|(name, tensor)| Ok((name, Tensor::from_bytes(device, tensor.dtype, &tensor.data, &tensor.shape)?)))
+            .collect()
     }
 
     /// A tensor of `dims` whose every element is `value` (recorded, not transferred).

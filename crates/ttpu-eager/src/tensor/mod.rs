@@ -23,7 +23,7 @@ use std::fmt;
 use std::sync::{Arc, OnceLock};
 
 use ttpu_ir::{DType, Shape, TensorType};
-use ttpu_pjrt::{Buffer, HostBuffer};
+use ttpu_runtime::{Buffer, HostBuffer};
 
 use crate::element::Element;
 use crate::promote::{Priority, static_dims};
@@ -109,9 +109,7 @@ impl Tensor {
     /// The tensor's data copied to the host.
     pub fn to_host(&self) -> Result<HostBuffer> {
         let buffer = self.node.device.buffer(self)?;
-        let host = buffer.to_host()?;
-        self.node.device.count_to_host(host.data.len());
-        Ok(host)
+        Ok(self.node.device.inner.runtime.download_raw(&buffer)?)
     }
 
     /// The elements in row-major order; `T` must be the tensor's dtype.

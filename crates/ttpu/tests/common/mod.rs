@@ -46,3 +46,10 @@ pub fn tolerances(folder: &Path) -> (f64, f64) {
     let field = |name: &str| meta[name].as_f64().unwrap_or_else(|| panic!("meta.json has no number `{name}`"));
     (field("rtol"), field("atol"))
 }
+
+/// Whether a fixture's input sets are successive calls of one module (meta.json `chained`).
+pub fn chained(folder: &Path) -> bool {
+    let text = std::fs::read_to_string(folder.join("meta.json")).expect("every fixture has meta.json");
+    let meta: serde_json::Value = serde_json::from_str(&text).expect("meta.json is JSON");
+    meta["chained"].as_bool().unwrap_or(false)
+}

@@ -1,0 +1,528 @@
+//! `Runtime`: a PJRT client, its devices, the compile caches (memory and disk) and counters.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use ttpu_ir::{DType, Graph};
+use ttpu_pjrt::{Buffer, Client, CompileOptions, HostBuffer, LoadedExecutable, NamedValue, Plugin};
+
+use crate::cache::{CompileCache, ProgramKey};
+use crate::disk::{DEFAULT_DISK_CACHE_BYTES, DiskCache, plugin_identity};
+use crate::host::{HostTensor, byte_size, element_type};
+use crate::{Error, Result};
+
+/// Compiled programs kept in memory by default.
+pub const DEFAULT_CACHE_CAPACITY: usize = 256;
+
+/// Environment variable naming the disk cache folder (see [`default_disk_cache_dir`]).
+pub const CACHE_DIR_ENV_VAR: &str = "TTPU_CACHE_DIR";
+
+/// How a [`Runtime`] is set up.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RuntimeOptions {
+    /// How many devices to use. The CPU plugin makes exactly this many (its `cpu_device_count`
+    /// create option); other plugins expose their devices and the runtime uses the first this
+    /// many. `None`: every addressable device the plugin makes by default.
+    pub devices: Option<usize>,
+    /// Compiled programs kept in memory (least recently used leave first).
+    pub cache_capacity: usize,
+}
+
+impl Default for RuntimeOptions {
+    fn default() -> RuntimeOptions {
+        RuntimeOptions { devices: None, cache_capacity: DEFAULT_CACHE_CAPACITY }
+    }
+}
+
+/// Where compiled programs are kept across processes unless told otherwise: `$TTPU_CACHE_DIR`,
+/// else `$XDG_CACHE_HOME/ttpu/compiled`, else `$HOME/.cache/ttpu/compiled`; `None` when none of
+/// them is set.
+pub fn default_disk_cache_dir() -> Option<PathBuf> {
+    let from_env = |name: &str| std::env::var_os(name).filter(|value| !value.is_empty()).map(PathBuf::from);
+    if let Some(dir) = from_env(CACHE_DIR_ENV_VAR) {
+        return Some(dir);
+    }
+    let cache = from_env("XDG_CACHE_HOME")
+        .filter(|dir| dir.is_absolute())
+        .or_else(|| from_env("HOME").map(|home| home.join(".cache")))?;
+    Some(cache.join("ttpu").join("compiled"))
+}
+
+/// How a program is compiled: the devices its replicas run on, and which inputs its outputs may
+/// overwrite. Part of the compile-cache key.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct CompileSpec {
+    /// Runtime device indices, one replica each, in the order
+    /// [`Executable::run_replicated`] takes argument lists; empty means device 0 alone.
+    pub devices: Vec<usize>,
+    /// `(input, output)` pairs: output `output` is written into input `input`'s buffer, which
+    /// each run donates (it is deleted afterwards). Types must match.
+    pub aliases: Vec<(usize, usize)>,
+}
+
+impl CompileSpec {
+    /// One replica on device `device`.
+    pub fn on(device: usize) -> CompileSpec {
+        CompileSpec { devices: vec![device], aliases: Vec::new() }
+    }
+
+    /// One replica on each of devices `0..replicas`.
+    pub fn replicated(replicas: usize) -> CompileSpec {
+        CompileSpec { devices: (0..replicas.max(1)).collect(), aliases: Vec::new() }
+    }
+
+    /// The same spec with these input-output aliases.
+    pub fn with_aliases(self, aliases: Vec<(usize, usize)>) -> CompileSpec {
+        CompileSpec { aliases, ..self }
+    }
+
+    /// The devices, with the empty list read as device 0.
+    pub fn device_list(&self) -> Vec<usize> {
+        if self.devices.is_empty() { vec![0] } else { self.devices.clone() }
+    }
+}
+
+/// Where an executable came from.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum CacheSource {
+    /// The in-memory cache.
+    Memory,
+    /// The disk cache (deserialized, not compiled).
+    Disk,
+    /// Compiled now by the plugin.
+    Compiled,
+}
+
+/// What getting one executable took.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct CompileInfo {
+    /// Where it came from.
+    pub source: CacheSource,
+    /// Seconds spent building and lowering the program (zero on a memory hit).
+    pub lower_s: f64,
+    /// Seconds spent compiling or deserializing it (zero on a memory hit).
+    pub compile_s: f64,
+}
+
+/// Totals since the runtime was created, shared by everything that uses it.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Programs compiled by PJRT (misses in memory and on disk).
+    pub compiles: u64,
+    /// Programs found compiled in memory.
+    pub cache_hits: u64,
+    /// Programs loaded from the disk cache instead of compiling.
+    pub disk_hits: u64,
+    /// Program executions (a replicated run counts once).
+    pub executions: u64,
+    /// Bytes copied from the host to devices.
+    pub bytes_to_device: u64,
+    /// Bytes copied from devices to the host.
+    pub bytes_to_host: u64,
+}
+
+#[derive(Debug, Default)]
+struct CounterCells {
+    compiles: AtomicU64,
+    cache_hits: AtomicU64,
+    disk_hits: AtomicU64,
+    executions: AtomicU64,
+    bytes_to_device: AtomicU64,
+    bytes_to_host: AtomicU64,
+}
+
+fn bump(cell: &AtomicU64, by: u64) {
+    cell.fetch_add(by, Ordering::Relaxed);
+}
+
+/// A PJRT client with its devices, compile caches and counters. Cheap to clone (a shared
+/// handle); `Send + Sync`. Frontends that share one `Runtime` share its compiles and counters.
+#[derive(Clone)]
+pub struct Runtime {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    client: Client,
+    plugin_path: PathBuf,
+    devices: Vec<ttpu_pjrt::Device>,
+    device_ids: Vec<i32>,
+    cache: Mutex<CompileCache<Executable>>,
+    disk: Mutex<Option<Arc<DiskCache>>>,
+    counters: Arc<CounterCells>,
+}
+
+impl Runtime {
+    /// A runtime on the plugin at `path`.
+    pub fn new(path: &Path, options: &RuntimeOptions) -> Result<Runtime> {
+        if !path.is_file() {
+            return Err(ttpu_pjrt::Error::PluginNotFound { path: Some(path.to_owned()) }.into());
+        }
+        let plugin = Plugin::load(path)?;
+        let client = create_client(&plugin, options.devices)?;
+        let addressable = client.addressable_devices()?;
+        let available = addressable.len();
+        let count = options.devices.unwrap_or(available);
+        if count == 0 || count > available {
+            return Err(Error::DeviceCount {
+                requested: count,
+                available,
+                platform: client.platform_name().unwrap_or_default(),
+            });
+        }
+        let devices: Vec<ttpu_pjrt::Device> = addressable.into_iter().take(count).collect();
+        let device_ids = devices.iter().map(|device| device.id()).collect::<Result<Vec<i32>, _>>()?;
+        tracing::debug!(
+            platform = %client.platform_name().unwrap_or_default(),
+            devices = ?device_ids,
+            "pjrt runtime ready"
+        );
+        Ok(Runtime {
+            inner: Arc::new(Inner {
+                client,
+                plugin_path: path.to_owned(),
+                devices,
+                device_ids,
+                cache: Mutex::new(CompileCache::new(options.cache_capacity)),
+                disk: Mutex::new(None),
+                counters: Arc::default(),
+            }),
+        })
+    }
+
+    /// A runtime on the plugin named by `path`, else `$TTPU_PJRT_PLUGIN`, else the one
+    /// `cargo xtask setup` installed.
+    pub fn from_plugin_or_default(path: Option<&Path>, options: &RuntimeOptions) -> Result<Runtime> {
+        match path {
+            Some(path) => Runtime::new(path, options),
+            None => Runtime::new(&ttpu_pjrt::find_plugin()?, options),
+        }
+    }
+
+    /// The default plugin's runtime with default options.
+    pub fn cpu() -> Result<Runtime> {
+        Runtime::from_plugin_or_default(None, &RuntimeOptions::default())
+    }
+
+    /// The PJRT client.
+    pub fn client(&self) -> &Client {
+        &self.inner.client
+    }
+
+    /// The plugin file.
+    pub fn plugin_path(&self) -> &Path {
+        &self.inner.plugin_path
+    }
+
+    /// `"cpu (PJRT C API 0.115)"`: the plugin's platform name, its version where it reports one
+    /// of its own, and the C API version it speaks.
+    pub fn platform(&self) -> String {
+        let client = &self.inner.client;
+        let name = client.platform_name().unwrap_or_default();
+        let version = client.platform_version().unwrap_or_default();
+        let (major, minor) = client.plugin().api_version();
+        if version.is_empty() || version == name {
+            format!("{name} (PJRT C API {major}.{minor})")
+        } else {
+            format!("{name} {version} (PJRT C API {major}.{minor})")
+        }
+    }
+
+    /// Number of devices this runtime uses.
+    pub fn device_count(&self) -> usize {
+        self.inner.devices.len()
+    }
+
+    /// PJRT ids of the devices, by runtime device index.
+    pub fn device_ids(&self) -> &[i32] {
+        &self.inner.device_ids
+    }
+
+    /// Whether two handles are the same runtime.
+    pub fn same(&self, other: &Runtime) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    fn device(&self, index: usize) -> Result<&ttpu_pjrt::Device> {
+        self.inner.devices.get(index).ok_or(Error::NoSuchDevice { index, count: self.inner.devices.len() })
+    }
+
+    /// Sets how many compiled programs stay in memory.
+    pub fn set_cache_capacity(&self, programs: usize) -> Result<()> {
+        self.inner.cache.lock()?.set_capacity(programs);
+        Ok(())
+    }
+
+    /// Number of compiled programs held in memory.
+    pub fn cached_programs(&self) -> Result<usize> {
+        Ok(self.inner.cache.lock()?.len())
+    }
+
+    /// Also keeps compiled programs in `dir` across processes, within
+    /// [`DEFAULT_DISK_CACHE_BYTES`](crate::DEFAULT_DISK_CACHE_BYTES).
+    pub fn set_disk_cache(&self, dir: &Path) -> Result<()> {
+        self.set_disk_cache_with_budget(dir, DEFAULT_DISK_CACHE_BYTES)
+    }
+
+    /// Also keeps compiled programs in `dir` across processes; storing past `max_bytes` evicts
+    /// the least recently used entries.
+    pub fn set_disk_cache_with_budget(&self, dir: &Path, max_bytes: u64) -> Result<()> {
+        let identity = plugin_identity(&self.inner.client, &self.inner.plugin_path);
+        let disk = DiskCache::new(dir, identity, max_bytes)
+            .map_err(|source| Error::DiskCache { path: dir.to_owned(), source })?;
+        *self.inner.disk.lock()? = Some(Arc::new(disk));
+        Ok(())
+    }
+
+    /// Stops using the disk cache.
+    pub fn disable_disk_cache(&self) -> Result<()> {
+        *self.inner.disk.lock()? = None;
+        Ok(())
+    }
+
+    /// The disk cache folder in use, if any.
+    pub fn disk_cache_dir(&self) -> Result<Option<PathBuf>> {
+        Ok(self.inner.disk.lock()?.as_ref().map(|disk| disk.dir().to_owned()))
+    }
+
+    /// Totals of compiles, cache hits, executions and transfers so far.
+    pub fn counters(&self) -> Counters {
+        let cells = &self.inner.counters;
+        let read = |cell: &AtomicU64| cell.load(Ordering::Relaxed);
+        Counters {
+            compiles: read(&cells.compiles),
+            cache_hits: read(&cells.cache_hits),
+            disk_hits: read(&cells.disk_hits),
+            executions: read(&cells.executions),
+            bytes_to_device: read(&cells.bytes_to_device),
+            bytes_to_host: read(&cells.bytes_to_host),
+        }
+    }
+
+    /// The executable of the program `key` compiled under `spec`: from memory, else from the
+    /// disk cache, else compiled now. Only a memory miss calls `build`, which gives the graph to
+    /// lower (the caller decides whether it is optimized first). Compiles are serialized.
+    pub fn executable<E: From<Error>>(
+        &self,
+        key: &dyn ProgramKey,
+        spec: &CompileSpec,
+        build: impl FnOnce() -> Result<Graph, E>,
+    ) -> Result<Arc<Executable>, E> {
+        self.executable_with_info(key, spec, build).map(|(executable, _)| executable)
+    }
+
+    /// [`executable`](Self::executable), also saying where it came from and what it took.
+    pub fn executable_with_info<E: From<Error>>(
+        &self,
+        key: &dyn ProgramKey,
+        spec: &CompileSpec,
+        build: impl FnOnce() -> Result<Graph, E>,
+    ) -> Result<(Arc<Executable>, CompileInfo), E> {
+        let hash = key.structure_hash();
+        let counters = &self.inner.counters;
+        let mut cache = self.inner.cache.lock().map_err(Error::from)?;
+        if let Some(executable) = cache.get(hash, key, spec) {
+            bump(&counters.cache_hits, 1);
+            return Ok((executable, CompileInfo { source: CacheSource::Memory, lower_s: 0.0, compile_s: 0.0 }));
+        }
+        let devices = spec.device_list();
+        let device_ids = devices
+            .iter()
+            .map(|&index| self.device(index).map(|_| self.inner.device_ids[index]))
+            .collect::<Result<Vec<i32>>>()?;
+        let start = Instant::now();
+        let graph = build()?;
+        let lower_options = ttpu_stablehlo::LowerOptions { aliases: spec.aliases.clone(), ..Default::default() };
+        let mlir = ttpu_stablehlo::lower_with(&graph, &lower_options).map_err(Error::from)?;
+        let lower_s = start.elapsed().as_secs_f64();
+        let options = CompileOptions::replicated(&device_ids);
+        let options_bytes = options.to_proto_bytes();
+        let disk = self.inner.disk.lock().map_err(Error::from)?.clone();
+        let start = Instant::now();
+        let (loaded, source) = match disk.as_ref().and_then(|disk| disk.load(&self.inner.client, &mlir, &options_bytes))
+        {
+            Some(loaded) => {
+                bump(&counters.disk_hits, 1);
+                (loaded, CacheSource::Disk)
+            }
+            None => {
+                let _span = tracing::info_span!("pjrt_compile").entered();
+                let loaded = self.inner.client.compile_with(&mlir, &options).map_err(Error::from)?;
+                bump(&counters.compiles, 1);
+                if let Some(disk) = &disk {
+                    disk.store(&mlir, &options_bytes, &loaded);
+                }
+                (loaded, CacheSource::Compiled)
+            }
+        };
+        let compile_s = start.elapsed().as_secs_f64();
+        // A deserialized executable keeps the placement it was compiled with; make sure it is
+        // the one asked for before any argument list is matched to it.
+        let placed = loaded.device_ids().map_err(Error::from)?;
+        if placed != device_ids {
+            return Err(Error::Placement { requested: device_ids, actual: placed }.into());
+        }
+        let mut donated: Vec<usize> = spec.aliases.iter().map(|&(input, _)| input).collect();
+        donated.sort_unstable();
+        let executable = Arc::new(Executable {
+            loaded,
+            devices,
+            donated,
+            num_inputs: graph.inputs.len(),
+            counters: Arc::clone(&self.inner.counters),
+        });
+        cache.insert(hash, key.boxed(), spec.clone(), Arc::clone(&executable));
+        Ok((executable, CompileInfo { source, lower_s, compile_s }))
+    }
+
+    /// The executable of a static `graph` (lowered as given), keyed by its structure.
+    pub fn graph_executable(&self, graph: &Graph, spec: &CompileSpec) -> Result<Arc<Executable>> {
+        self.executable(graph, spec, || Ok::<_, Error>(graph.clone()))
+    }
+
+    /// Copies `tensor` to device `device`.
+    pub fn upload(&self, tensor: &HostTensor, device: usize) -> Result<Buffer> {
+        self.upload_bytes(&tensor.data, tensor.dtype, &tensor.shape, device)
+    }
+
+    /// Copies dense little-endian `data` of `dtype` and `dims` to device `device`.
+    pub fn upload_bytes(&self, data: &[u8], dtype: DType, dims: &[i64], device: usize) -> Result<Buffer> {
+        let expected = byte_size(dtype, dims).ok_or_else(|| Error::InvalidShape { dims: dims.to_vec() })?;
+        if expected != data.len() {
+            return Err(Error::DataLength {
+                ty: ttpu_ir::TensorType::from_static(dtype, dims).to_string(),
+                expected,
+                actual: data.len(),
+            });
+        }
+        let device = self.device(device)?;
+        let buffer = self.inner.client.buffer_from_host_on(device, data, element_type(dtype), dims)?;
+        bump(&self.inner.counters.bytes_to_device, data.len() as u64);
+        Ok(buffer)
+    }
+
+    /// Copies `buffer` to the host.
+    pub fn download(&self, buffer: &Buffer) -> Result<HostTensor> {
+        let host = self.download_raw(buffer)?;
+        let element = host.element_type;
+        HostTensor::from_host_buffer(host).ok_or(Error::ElementType { element })
+    }
+
+    /// Copies `buffer` to the host as PJRT gives it.
+    pub fn download_raw(&self, buffer: &Buffer) -> Result<HostBuffer> {
+        let host = buffer.to_host()?;
+        bump(&self.inner.counters.bytes_to_host, host.data.len() as u64);
+        Ok(host)
+    }
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("plugin", &self.inner.plugin_path)
+            .field("devices", &self.inner.device_ids)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A client asking for synchronous execution and, when `devices` is given, that many CPU devices.
+/// Options a plugin rejects are dropped (GPU plugins validate option names and know neither), and
+/// the device count is then checked against what the plugin made.
+fn create_client(plugin: &Plugin, devices: Option<usize>) -> Result<Client> {
+    let count = devices.map(|count| NamedValue::Int64(i64::try_from(count).unwrap_or(i64::MAX)));
+    let mut attempts: Vec<Vec<(&str, NamedValue)>> = Vec::new();
+    let asynchronous = ("asynchronous", NamedValue::Bool(false));
+    match &count {
+        Some(count) => {
+            attempts.push(vec![asynchronous.clone(), ("cpu_device_count", count.clone())]);
+            attempts.push(vec![("cpu_device_count", count.clone())]);
+        }
+        None => attempts.push(vec![asynchronous.clone()]),
+    }
+    attempts.push(Vec::new());
+    let mut last = None;
+    for options in &attempts {
+        match Client::with_options(plugin, options) {
+            Ok(client) => return Ok(client),
+            Err(error @ ttpu_pjrt::Error::Plugin { .. }) => {
+                tracing::debug!(%error, ?options, "pjrt plugin rejected the client options");
+                last = Some(error);
+            }
+            Err(error) => return Err(error.into()),
+        }
+    }
+    Err(last.map_or(Error::Poisoned, Error::from))
+}
+
+/// A compiled program on its devices (one replica each), with the inputs its runs donate.
+pub struct Executable {
+    loaded: LoadedExecutable,
+    devices: Vec<usize>,
+    donated: Vec<usize>,
+    num_inputs: usize,
+    counters: Arc<CounterCells>,
+}
+
+impl Executable {
+    /// Runtime device indices of the replicas, in argument-list order.
+    pub fn devices(&self) -> &[usize] {
+        &self.devices
+    }
+
+    /// Inputs each run donates (their buffers are deleted by the run).
+    pub fn donated_inputs(&self) -> &[usize] {
+        &self.donated
+    }
+
+    /// Inputs one replica takes.
+    pub fn num_inputs(&self) -> usize {
+        self.num_inputs
+    }
+
+    /// Outputs one replica produces.
+    pub fn num_outputs(&self) -> usize {
+        self.loaded.num_outputs()
+    }
+
+    /// Runs a single-device program and waits for it.
+    pub fn run(&self, args: &[&Buffer]) -> Result<Vec<Buffer>> {
+        let mut results = self.run_replicated(&[args])?;
+        Ok(results.pop().unwrap_or_default())
+    }
+
+    /// Runs every replica, one argument list per device in [`devices`](Self::devices) order,
+    /// and waits for all of them; one output list per device.
+    pub fn run_replicated(&self, args: &[&[&Buffer]]) -> Result<Vec<Vec<Buffer>>> {
+        if args.len() != self.devices.len() {
+            return Err(ttpu_pjrt::Error::ArgumentLists(format!(
+                "{} argument lists for a program on {} devices",
+                args.len(),
+                self.devices.len()
+            ))
+            .into());
+        }
+        if let Some(list) = args.iter().find(|list| list.len() != self.num_inputs) {
+            return Err(ttpu_pjrt::Error::ArgumentLists(format!(
+                "{} arguments for a program of {} inputs",
+                list.len(),
+                self.num_inputs
+            ))
+            .into());
+        }
+        let results = self.loaded.execute_replicated(args, &self.donated)?;
+        bump(&self.counters.executions, 1);
+        Ok(results)
+    }
+}
+
+impl std::fmt::Debug for Executable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Executable")
+            .field("devices", &self.devices)
+            .field("donated", &self.donated)
+            .field("num_outputs", &self.num_outputs())
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,250 @@
+//! The runtime on the CPU plugin: N devices, replicated programs, donation, the compile caches
+//! (memory and disk, including damaged disk entries) and transfers.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use ttpu_ir::{BinaryOp, DType, Graph, GraphBuilder, Shape, TensorType};
+use ttpu_runtime::{CacheSource, CompileSpec, HostTensor, Runtime, RuntimeOptions};
+
+fn f32s(dims: &[i64]) -> TensorType {
+    TensorType::new(DType::F32, Shape::from_static(dims))
+}
+
+fn tensor(values: &[f32]) -> HostTensor {
+    let data = values.iter().flat_map(|value| value.to_le_bytes()).collect();
+    HostTensor::new(DType::F32, vec![values.len() as i64], data).expect("a valid tensor")
+}
+
+fn values(tensor: &HostTensor) -> Vec<f32> {
+    (0..tensor.len()).map(|index| tensor.get_f64(index) as f32).collect()
+}
+
+/// `(a + b, a * b)` over two `f32[n]` inputs.
+fn add_and_mul(n: i64) -> Graph {
+    let mut builder = GraphBuilder::new();
+    let a = builder.input(f32s(&[n]), Some("a".into()));
+    let b = builder.input(f32s(&[n]), Some("b".into()));
+    let sum = builder.binary(BinaryOp::Add, a, b).expect("adds");
+    let product = builder.binary(BinaryOp::Multiply, a, b).expect("multiplies");
+    builder.finish(&[sum, product])
+}
+
+/// One runtime with 8 CPU devices for the tests that need several.
+fn eight() -> &'static Runtime {
+    static RUNTIME: OnceLock<Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        Runtime::from_plugin_or_default(None, &RuntimeOptions { devices: Some(8), ..RuntimeOptions::default() })
+            .unwrap_or_else(|error| panic!("no PJRT CPU plugin: {error} (run `cargo xtask setup`)"))
+    })
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ttpu-runtime-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn entries(dir: &Path) -> Vec<PathBuf> {
+    let mut res: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("the cache folder exists")
+        .map(|entry| entry.expect("readable").path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "ttpuexe"))
+        .collect();
+    res.sort();
+    res
+}
+
+#[test]
+fn the_cpu_plugin_makes_the_devices_asked_for() {
+    let runtime = eight();
+    assert_eq!(runtime.device_count(), 8);
+    let mut ids = runtime.device_ids().to_vec();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), 8, "distinct device ids: {:?}", runtime.device_ids());
+    let two = Runtime::from_plugin_or_default(None, &RuntimeOptions { devices: Some(2), ..Default::default() })
+        .expect("two devices");
+    assert_eq!(two.device_count(), 2);
+    let none = Runtime::from_plugin_or_default(None, &RuntimeOptions { devices: Some(0), ..Default::default() })
+        .expect_err("zero devices is refused");
+    assert!(none.to_string().starts_with("0 devices requested, but the cpu plugin has "), "{none}");
+}
+
+#[test]
+fn a_replicated_program_runs_on_every_device() {
+    let runtime = eight();
+    let executable = runtime.graph_executable(&add_and_mul(3), &CompileSpec::replicated(8)).expect("compiles");
+    assert_eq!(executable.devices(), &[0, 1, 2, 3, 4, 5, 6, 7]);
+    // The same inputs everywhere: every device computes the same outputs.
+    let (a, b) = (tensor(&[1.0, 2.0, 3.0]), tensor(&[0.5, -1.0, 4.0]));
+    let buffers: Vec<_> = (0..8)
+        .map(|device| (runtime.upload(&a, device).expect("upload"), runtime.upload(&b, device).expect("upload")))
+        .collect();
+    let lists: Vec<Vec<_>> = buffers.iter().map(|(a, b)| vec![a, b]).collect();
+    let refs: Vec<&[_]> = lists.iter().map(Vec::as_slice).collect();
+    let outputs = executable.run_replicated(&refs).expect("runs");
+    assert_eq!(outputs.len(), 8);
+    for (device, outputs) in outputs.iter().enumerate() {
+        assert_eq!(outputs[0].device_id().expect("a device"), runtime.device_ids()[device]);
+        assert_eq!(values(&runtime.download(&outputs[0]).expect("reads")), vec![1.5, 1.0, 7.0]);
+        assert_eq!(values(&runtime.download(&outputs[1]).expect("reads")), vec![0.5, -2.0, 12.0]);
+    }
+    // Other inputs per device: each device computes its own.
+    let lists: Vec<Vec<_>> = (0..8)
+        .map(|device| {
+            let a = runtime.upload(&tensor(&[device as f32; 3]), device).expect("upload");
+            let b = runtime.upload(&tensor(&[1.0, 2.0, 3.0]), device).expect("upload");
+            vec![a, b]
+        })
+        .collect();
+    let refs: Vec<Vec<_>> = lists.iter().map(|list| list.iter().collect()).collect();
+    let refs: Vec<&[_]> = refs.iter().map(Vec::as_slice).collect();
+    let outputs = executable.run_replicated(&refs).expect("runs");
+    for (device, outputs) in outputs.iter().enumerate() {
+        let d = device as f32;
+        assert_eq!(values(&runtime.download(&outputs[1]).expect("reads")), vec![d, 2.0 * d, 3.0 * d]);
+    }
+    // Argument lists must match the devices and the inputs.
+    let error = executable.run_replicated(&refs[..3]).expect_err("three lists for eight devices");
+    assert_eq!(error.to_string(), "execute: 3 argument lists for a program on 8 devices");
+}
+
+#[test]
+fn single_device_programs_run_where_they_are_placed() {
+    let runtime = eight();
+    let graph = add_and_mul(2);
+    let before = runtime.counters();
+    let on_three = runtime.graph_executable(&graph, &CompileSpec::on(3)).expect("compiles");
+    let on_five = runtime.graph_executable(&graph, &CompileSpec::on(5)).expect("compiles");
+    let again = runtime.graph_executable(&graph, &CompileSpec::on(3)).expect("cached");
+    let counters = runtime.counters();
+    assert_eq!(counters.compiles - before.compiles, 2, "the placement is part of the key");
+    assert_eq!(counters.cache_hits - before.cache_hits, 1);
+    assert!(std::sync::Arc::ptr_eq(&on_three, &again));
+    let (a, b) =
+        (runtime.upload(&tensor(&[1.0, 2.0]), 5).expect("up"), runtime.upload(&tensor(&[3.0, 4.0]), 5).expect("up"));
+    let outputs = on_five.run(&[&a, &b]).expect("runs");
+    assert_eq!(outputs[0].device_id().expect("device"), runtime.device_ids()[5]);
+    assert_eq!(values(&runtime.download(&outputs[0]).expect("reads")), vec![4.0, 6.0]);
+    let error = runtime.upload(&tensor(&[1.0]), 8).expect_err("no device 8");
+    assert_eq!(error.to_string(), "device 8 does not exist: the runtime has 8 devices");
+}
+
+#[test]
+fn an_aliased_input_is_donated_and_not_readable_afterwards() {
+    let runtime = Runtime::cpu().expect("the CPU plugin");
+    let spec = CompileSpec::on(0).with_aliases(vec![(0, 0)]);
+    let executable = runtime.graph_executable(&add_and_mul(4), &spec).expect("compiles");
+    assert_eq!(executable.donated_inputs(), &[0]);
+    let mut state = runtime.upload(&tensor(&[1.0, 2.0, 3.0, 4.0]), 0).expect("upload");
+    let step = runtime.upload(&tensor(&[1.0, 1.0, 1.0, 1.0]), 0).expect("upload");
+    let mut old = Vec::new();
+    for expected in [[2.0f32, 3.0, 4.0, 5.0], [3.0, 4.0, 5.0, 6.0], [4.0, 5.0, 6.0, 7.0]] {
+        let mut outputs = executable.run(&[&state, &step]).expect("runs");
+        let new_state = outputs.swap_remove(0);
+        assert!(state.is_deleted().expect("asks"), "the state buffer was donated");
+        assert_eq!(values(&runtime.download(&new_state).expect("reads")), expected);
+        old.push(std::mem::replace(&mut state, new_state));
+    }
+    // The step input was not aliased: it is still readable.
+    assert_eq!(values(&runtime.download(&step).expect("reads")), vec![1.0; 4]);
+    // A donated buffer is a clear error to read or to run with, never old data or a crash.
+    let error = runtime.download(&old[0]).expect_err("donated");
+    assert_eq!(error.to_string(), "the buffer was donated to an earlier execution and can no longer be read or used");
+    let error = executable.run(&[&old[1], &step]).expect_err("donated argument");
+    assert_eq!(error.to_string(), "the buffer was donated to an earlier execution and can no longer be read or used");
+}
+
+#[test]
+fn aliases_must_join_an_input_and_an_output_of_one_type() {
+    let runtime = Runtime::cpu().expect("the CPU plugin");
+    let mut builder = GraphBuilder::new();
+    let a = builder.input(f32s(&[2]), None);
+    let b = builder.input(f32s(&[3]), None);
+    let graph = builder.finish(&[a, b]);
+    let error =
+        runtime.graph_executable(&graph, &CompileSpec::on(0).with_aliases(vec![(0, 1)])).expect_err("types differ");
+    assert_eq!(error.to_string(), "cannot alias input 0 to output 1: types differ (f32[2] and f32[3])");
+    let error =
+        runtime.graph_executable(&graph, &CompileSpec::on(0).with_aliases(vec![(0, 7)])).expect_err("no output 7");
+    assert_eq!(error.to_string(), "cannot alias input 0 to output 7: the graph has 2 inputs and 2 outputs");
+}
+
+#[test]
+fn the_disk_cache_is_shared_across_runtimes_and_ignores_damage() {
+    let dir = scratch("disk");
+    let graph = add_and_mul(5);
+    let run = |expect: CacheSource| {
+        let runtime = Runtime::cpu().expect("the CPU plugin");
+        runtime.set_disk_cache(&dir).expect("cache folder");
+        let (executable, info) = runtime
+            .executable_with_info(&graph, &CompileSpec::default(), || Ok::<_, ttpu_runtime::Error>(graph.clone()))
+            .expect("compiles");
+        assert_eq!(info.source, expect);
+        let a = runtime.upload(&tensor(&[1.0; 5]), 0).expect("up");
+        let outputs = executable.run(&[&a, &a]).expect("runs");
+        assert_eq!(values(&runtime.download(&outputs[0]).expect("reads")), vec![2.0; 5]);
+        let counters = runtime.counters();
+        let expected = match expect {
+            CacheSource::Disk => (0, 1),
+            _ => (1, 0),
+        };
+        assert_eq!((counters.compiles, counters.disk_hits), expected, "{counters:?}");
+    };
+    run(CacheSource::Compiled);
+    run(CacheSource::Disk);
+    let files = entries(&dir);
+    assert_eq!(files.len(), 1, "{files:?}");
+    let good = std::fs::read(&files[0]).expect("entry");
+    // A torn write: the entry loses its tail.
+    std::fs::write(&files[0], &good[..good.len() / 2]).expect("write");
+    run(CacheSource::Compiled);
+    // One flipped bit in the payload.
+    let mut flipped = good.clone();
+    let last = flipped.len() - 1;
+    flipped[last] ^= 1;
+    std::fs::write(&files[0], &flipped).expect("write");
+    run(CacheSource::Compiled);
+    // Garbage under the right name.
+    std::fs::write(&files[0], b"not an executable").expect("write");
+    run(CacheSource::Compiled);
+    // Another program's intact entry under this name (a name collision, or a renamed file).
+    let other_dir = scratch("disk-other");
+    let other = Runtime::cpu().expect("the CPU plugin");
+    other.set_disk_cache(&other_dir).expect("cache folder");
+    other.graph_executable(&add_and_mul(6), &CompileSpec::default()).expect("compiles");
+    std::fs::copy(&entries(&other_dir)[0], &files[0]).expect("copy");
+    run(CacheSource::Compiled);
+    // Each bad entry was replaced by a good one.
+    run(CacheSource::Disk);
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&other_dir);
+}
+
+#[test]
+fn the_disk_cache_keeps_its_byte_budget() {
+    let dir = scratch("budget");
+    let runtime = Runtime::cpu().expect("the CPU plugin");
+    runtime.set_disk_cache_with_budget(&dir, 1).expect("cache folder");
+    runtime.graph_executable(&add_and_mul(7), &CompileSpec::default()).expect("compiles");
+    let first = entries(&dir);
+    runtime.graph_executable(&add_and_mul(8), &CompileSpec::default()).expect("compiles");
+    let second = entries(&dir);
+    assert_eq!((first.len(), second.len()), (1, 1), "only the newest entry stays within 1 byte");
+    assert_ne!(first, second);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn transfers_are_counted_and_checked() {
+    let runtime = Runtime::cpu().expect("the CPU plugin");
+    let buffer = runtime.upload(&tensor(&[1.0, 2.0, 3.0]), 0).expect("up");
+    assert_eq!(runtime.download(&buffer).expect("down"), tensor(&[1.0, 2.0, 3.0]));
+    let counters = runtime.counters();
+    assert_eq!((counters.bytes_to_device, counters.bytes_to_host), (12, 12));
+    let error = runtime.upload_bytes(&[0; 7], DType::F32, &[2], 0).expect_err("short data");
+    assert_eq!(error.to_string(), "a tensor of type f32[2] needs 8 bytes, found 7");
+    let error = runtime.upload_bytes(&[], DType::F32, &[i64::MAX, 2], 0).expect_err("overflow");
+    assert_eq!(error.to_string(), format!("invalid shape [{}, 2]", i64::MAX));
+}

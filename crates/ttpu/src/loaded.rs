@@ -1,0 +1,406 @@
+//! `LoadedModel`: a model whose weights live on its devices.
+//!
+//! Loading uploads every parameter, buffer and constant once per device. A run uploads only the
+//! user inputs, executes, and hands the outputs back on the device ([`DeviceOutputs`]) or on the
+//! host. A buffer the model mutates (`BUFFER_MUTATION`: BatchNorm running statistics, a step
+//! counter, a KV cache) is updated in place: its graph input is aliased to the output holding its
+//! new value, the run donates the old buffer to XLA, and the output becomes the resident buffer.
+//! N runs therefore behave as N PyTorch calls, and no copy of the state is made. A donated
+//! buffer is deleted; a handle to it read afterwards gives
+//! [`ttpu_runtime::Error::Pjrt`]`(`[`ttpu_pjrt::Error::Donated`]`)`, never old data.
+//!
+//! With `replicas > 1` the weights are uploaded to devices `0..replicas` and each run takes one
+//! input set per device: the same program runs on every device at once (data parallel).
+
+use std::borrow::Cow;
+use std::sync::{Arc, Mutex};
+
+use indexmap::IndexMap;
+use ttpu_fx::{InputRole, ModelSignature, OutputRole};
+use ttpu_ir::{Dim, TensorType};
+use ttpu_runtime::{Buffer, CompileInfo, CompileSpec, Executable, HostTensor, Runtime, TensorMap};
+
+use crate::session::{Bucketing, Model, Specialisation, bind_symbols, resize, resolved_shape};
+use crate::{Error, Result};
+
+/// A model with its weights resident on its devices. `Send + Sync`; runs are serialized when
+/// the model mutates state, so each run sees the state the previous one left.
+pub struct LoadedModel {
+    runtime: Runtime,
+    model: Model,
+    bucketing: Bucketing,
+    replicas: usize,
+    /// The host shape of each weight, by signature input (`None` for user inputs).
+    weight_shapes: Vec<Option<Vec<i64>>>,
+    /// Symbols the weights' shapes fix: never bucketed, since the weights cannot be padded.
+    fixed_symbols: IndexMap<String, i64>,
+    /// `(output, input)` signature indices: the output is the input buffer's new value.
+    mutations: Vec<(usize, usize)>,
+    /// The resident buffers, `[replica][signature input]` (`None` for user inputs).
+    state: Mutex<Vec<Vec<Option<Arc<Buffer>>>>>,
+}
+
+/// Inputs checked, padded and uploaded for one run, with the executable that will run them.
+pub struct Prepared {
+    specialisation: Arc<Specialisation>,
+    executable: Arc<Executable>,
+    compile: Option<CompileInfo>,
+    symbol_values: IndexMap<String, i64>,
+    /// `[replica][signature input]`: the uploaded user inputs.
+    inputs: Vec<Vec<Option<Buffer>>>,
+}
+
+impl Prepared {
+    /// How the executable was obtained, when this run was the first of its sizes and placement
+    /// on this model (`None` when the model already held it).
+    pub fn compile_info(&self) -> Option<CompileInfo> {
+        self.compile
+    }
+}
+
+/// The outputs of one run, still on the devices.
+pub struct DeviceOutputs {
+    runtime: Runtime,
+    /// Per output: its key and its type with symbolic dims.
+    keys: Vec<(String, TensorType)>,
+    symbol_values: IndexMap<String, i64>,
+    /// `[replica][output]`.
+    buffers: Vec<Vec<Arc<Buffer>>>,
+}
+
+impl DeviceOutputs {
+    /// The keys, in output order: `output_0`, ... and mutated targets.
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.keys.iter().map(|(key, _)| key.as_str())
+    }
+
+    /// The device buffer of output `key` on `replica`. A mutated buffer's output is the
+    /// resident state itself, which the next run donates. Outputs along padded symbols hold the
+    /// padded size; [`DeviceOutputs::to_host`] slices them back.
+    pub fn buffer(&self, key: &str, replica: usize) -> Option<&Arc<Buffer>> {
+        let index = self.keys.iter().position(|(known, _)| known == key)?;
+        self.buffers.get(replica)?.get(index)
+    }
+
+    /// Every output of every replica copied to the host, cut back to the sizes the inputs gave.
+    pub fn to_host(&self) -> Result<Vec<TensorMap>> {
+        self.buffers
+            .iter()
+            .map(|buffers| {
+                let mut outputs = TensorMap::new();
+                for ((key, ty), buffer) in self.keys.iter().zip(buffers) {
+                    let tensor = self.runtime.download(buffer)?;
+                    let true_shape = resolved_shape(ty, &tensor.shape, &self.symbol_values);
+                    let tensor = if true_shape == tensor.shape { tensor } else { resize(&tensor, &true_shape) };
+                    outputs.insert(key.clone(), tensor);
+                }
+                Ok(outputs)
+            })
+            .collect()
+    }
+}
+
+impl LoadedModel {
+    pub(crate) fn new(
+        runtime: Runtime,
+        model: Model,
+        bucketing: Bucketing,
+        weights: &TensorMap,
+        replicas: usize,
+    ) -> Result<LoadedModel> {
+        if replicas == 0 || replicas > runtime.device_count() {
+            return Err(ttpu_runtime::Error::Replicas { replicas, count: runtime.device_count() }.into());
+        }
+        let signature = model.signature();
+        let weight_tensors = bind_part(signature, weights, false)?;
+        let weight_shapes: Vec<Option<Vec<i64>>> =
+            weight_tensors.iter().map(|tensor| tensor.map(|tensor| tensor.shape.clone())).collect();
+        let shapes: Vec<Option<&[i64]>> = weight_shapes.iter().map(|shape| shape.as_deref()).collect();
+        let fixed_symbols = bind_symbols(model.module(), &shapes)?;
+        let mutations = mutations(signature)?;
+        let mut state = Vec::with_capacity(replicas);
+        for replica in 0..replicas {
+            let buffers = weight_tensors
+                .iter()
+                .map(|tensor| tensor.map(|tensor| runtime.upload(tensor, replica).map(Arc::new)).transpose())
+                .collect::<Result<Vec<_>, _>>()?;
+            state.push(buffers);
+        }
+        Ok(LoadedModel {
+            runtime,
+            model,
+            bucketing,
+            replicas,
+            weight_shapes,
+            fixed_symbols,
+            mutations,
+            state: Mutex::new(state),
+        })
+    }
+
+    /// The model.
+    pub fn model(&self) -> &Model {
+        &self.model
+    }
+
+    /// Devices the weights live on (`0..replicas`).
+    pub fn replicas(&self) -> usize {
+        self.replicas
+    }
+
+    /// The resident buffer of weight or buffer `key` (a signature target) on `replica`. After a
+    /// run that mutates it, this handle is donated and the model holds a new buffer.
+    pub fn state_buffer(&self, key: &str, replica: usize) -> Result<Arc<Buffer>> {
+        let index = self.weight_index(key)?;
+        let state = self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        state
+            .get(replica)
+            .and_then(|buffers| buffers[index].clone())
+            .ok_or(ttpu_runtime::Error::NoSuchDevice { index: replica, count: self.replicas }.into())
+    }
+
+    /// The current value of weight or buffer `key` on `replica`, copied to the host.
+    pub fn state(&self, key: &str, replica: usize) -> Result<HostTensor> {
+        let buffer = self.state_buffer(key, replica)?;
+        Ok(self.runtime.download(&buffer)?)
+    }
+
+    fn weight_index(&self, key: &str) -> Result<usize> {
+        let signature = self.model.signature();
+        signature.inputs.iter().position(|input| input.role != InputRole::UserInput && input.key == key).ok_or_else(
+            || Error::UnknownState {
+                key: key.to_owned(),
+                known: join_keys(
+                    signature
+                        .inputs
+                        .iter()
+                        .filter(|input| input.role != InputRole::UserInput)
+                        .map(|input| input.key.as_str()),
+                ),
+            },
+        )
+    }
+
+    /// Runs on one input set (keyed by placeholder name) and copies every output to the host:
+    /// user outputs as `output_0`, ... and each mutated buffer's new value under its target.
+    pub fn run(&self, inputs: &TensorMap) -> Result<TensorMap> {
+        let mut outputs = self.run_replicated(&[inputs])?;
+        Ok(outputs.pop().unwrap_or_default())
+    }
+
+    /// Runs every replica on its own input set and copies every output to the host.
+    pub fn run_replicated(&self, inputs: &[&TensorMap]) -> Result<Vec<TensorMap>> {
+        let prepared = self.prepare(inputs)?;
+        self.execute(prepared)?.to_host()
+    }
+
+    /// Checks, pads and uploads one input set per replica, and finds (or compiles) the
+    /// executable for their sizes.
+    pub fn prepare(&self, inputs: &[&TensorMap]) -> Result<Prepared> {
+        if inputs.len() != self.replicas {
+            return Err(Error::ReplicaInputs { given: inputs.len(), replicas: self.replicas });
+        }
+        let signature = self.model.signature();
+        let mut bound: Option<IndexMap<String, i64>> = None;
+        let mut per_replica = Vec::with_capacity(inputs.len());
+        for (replica, inputs) in inputs.iter().enumerate() {
+            let tensors = bind_part(signature, inputs, true)?;
+            let shapes: Vec<Option<&[i64]>> = tensors
+                .iter()
+                .zip(&self.weight_shapes)
+                .map(|(input, weight)| input.map(|tensor| tensor.shape.as_slice()).or(weight.as_deref()))
+                .collect();
+            let values = bind_symbols(self.model.module(), &shapes)?;
+            match &bound {
+                Some(first) if *first != values => {
+                    return Err(Error::ReplicaSizes {
+                        replica,
+                        first: describe_sizes(first),
+                        here: describe_sizes(&values),
+                    });
+                }
+                Some(_) => {}
+                None => bound = Some(values),
+            }
+            per_replica.push(tensors);
+        }
+        let symbol_values = bound.unwrap_or_default();
+        let module = self.model.module();
+        let compiled_values: IndexMap<String, i64> = symbol_values
+            .iter()
+            .map(|(symbol, &size)| {
+                let bucket = if self.model.paddable(symbol) && !self.fixed_symbols.contains_key(symbol) {
+                    self.bucketing.bucket(size, module.graph.symbols.range(symbol))
+                } else {
+                    size
+                };
+                (symbol.clone(), bucket)
+            })
+            .collect();
+        let specialisation = self.model.specialise(compiled_values.clone())?;
+        let spec = CompileSpec {
+            devices: (0..self.replicas).collect(),
+            aliases: self.aliases(&specialisation.module.signature, &specialisation.module.graph),
+        };
+        let (executable, compile) = specialisation.executable(&self.runtime, &spec)?;
+        let mut uploaded = Vec::with_capacity(self.replicas);
+        for (replica, tensors) in per_replica.into_iter().enumerate() {
+            let buffers = signature
+                .inputs
+                .iter()
+                .zip(tensors)
+                .map(|(input, tensor)| {
+                    let Some(tensor) = tensor else { return Ok(None) };
+                    let shape = resolved_shape(&input.ty, &tensor.shape, &compiled_values);
+                    let padded =
+                        if shape == tensor.shape { Cow::Borrowed(tensor) } else { Cow::Owned(resize(tensor, &shape)) };
+                    Ok(Some(self.runtime.upload(&padded, replica)?))
+                })
+                .collect::<Result<Vec<Option<Buffer>>>>()?;
+            uploaded.push(buffers);
+        }
+        Ok(Prepared { specialisation, executable, compile, symbol_values, inputs: uploaded })
+    }
+
+    /// Runs prepared inputs; mutated buffers become the new resident state.
+    pub fn execute(&self, prepared: Prepared) -> Result<DeviceOutputs> {
+        let Prepared { specialisation, executable, symbol_values, inputs, .. } = prepared;
+        let mut state = self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let results = {
+            let lists: Vec<Vec<&Buffer>> = state
+                .iter()
+                .zip(&inputs)
+                .map(|(weights, inputs)| {
+                    weights
+                        .iter()
+                        .zip(inputs)
+                        .map(|(weight, input)| match (weight, input) {
+                            (Some(weight), _) => Ok(&**weight),
+                            (None, Some(input)) => Ok(input),
+                            (None, None) => {
+                                Err(Error::Bug { message: "a graph input has neither weight nor input".into() })
+                            }
+                        })
+                        .collect::<Result<Vec<&Buffer>>>()
+                })
+                .collect::<Result<_>>()?;
+            let refs: Vec<&[&Buffer]> = lists.iter().map(Vec::as_slice).collect();
+            let _span = tracing::debug_span!("execute", replicas = self.replicas).entered();
+            executable.run_replicated(&refs)?
+        };
+        let buffers: Vec<Vec<Arc<Buffer>>> =
+            results.into_iter().map(|outputs| outputs.into_iter().map(Arc::new).collect()).collect();
+        for (replica, outputs) in buffers.iter().enumerate() {
+            for &(output, input) in &self.mutations {
+                state[replica][input] = Some(Arc::clone(&outputs[output]));
+            }
+        }
+        let keys = self
+            .model
+            .signature()
+            .outputs
+            .iter()
+            .zip(&specialisation.module.signature.outputs)
+            .map(|(symbolic, _)| (symbolic.key.clone(), symbolic.ty.clone()))
+            .collect();
+        Ok(DeviceOutputs { runtime: self.runtime.clone(), keys, symbol_values, buffers })
+    }
+
+    /// Input-output aliases of the mutations whose buffer and new value have one static type
+    /// in the specialised graph: those update in place through donation; any other mutation
+    /// still replaces the resident buffer, through a copy.
+    fn aliases(&self, signature: &ModelSignature, graph: &ttpu_ir::Graph) -> Vec<(usize, usize)> {
+        self.mutations
+            .iter()
+            .filter(|&&(output, input)| {
+                let (input_ty, output_ty) = (graph.ty(graph.inputs[input]), graph.ty(graph.outputs[output]));
+                input_ty == output_ty
+                    && input_ty.shape.dims().iter().all(|dim| matches!(dim, Dim::Static(_)))
+                    && signature.inputs[input].role != InputRole::UserInput
+            })
+            .map(|&(output, input)| (input, output))
+            .collect()
+    }
+}
+
+/// `(output, input)` for every buffer mutation: the output is the new value of the buffer input
+/// with the same target.
+fn mutations(signature: &ModelSignature) -> Result<Vec<(usize, usize)>> {
+    let mut res = Vec::new();
+    for (output_index, output) in signature.outputs.iter().enumerate() {
+        if output.role != OutputRole::BufferMutation {
+            continue;
+        }
+        let input = signature
+            .inputs
+            .iter()
+            .position(|input| matches!(input.role, InputRole::Buffer { .. }) && input.key == output.key)
+            .ok_or_else(|| Error::UnknownState { key: output.key.clone(), known: "no buffer of that target".into() })?;
+        let input_ty = &signature.inputs[input].ty;
+        if input_ty.dtype != output.ty.dtype || input_ty.rank() != output.ty.rank() {
+            return Err(Error::TensorMismatch {
+                what: "mutated buffer",
+                key: output.key.clone(),
+                expected: input_ty.to_string(),
+                found: output.ty.to_string(),
+            });
+        }
+        res.push((output_index, input));
+    }
+    Ok(res)
+}
+
+/// The tensors of one role (user inputs, or everything else: the weights), by signature input,
+/// checked: each present and of the right type, and no other key given.
+pub(crate) fn bind_part<'a>(
+    signature: &ModelSignature,
+    source: &'a TensorMap,
+    user: bool,
+) -> Result<Vec<Option<&'a HostTensor>>> {
+    let what = if user { "input" } else { "weight" };
+    let mut res = Vec::with_capacity(signature.inputs.len());
+    for input in &signature.inputs {
+        if (input.role == InputRole::UserInput) != user {
+            res.push(None);
+            continue;
+        }
+        let tensor = source.get(&input.key).ok_or_else(|| Error::MissingTensor {
+            what,
+            key: input.key.clone(),
+            expected: input.ty.to_string(),
+        })?;
+        if !tensor.fits(&input.ty) {
+            return Err(Error::TensorMismatch {
+                what,
+                key: input.key.clone(),
+                expected: input.ty.to_string(),
+                found: tensor.describe(),
+            });
+        }
+        res.push(Some(tensor));
+    }
+    let known: Vec<&str> = signature
+        .inputs
+        .iter()
+        .filter(|input| (input.role == InputRole::UserInput) == user)
+        .map(|input| input.key.as_str())
+        .collect();
+    if let Some((key, tensor)) = source.iter().find(|(key, _)| !known.contains(&key.as_str())) {
+        return Err(Error::UnexpectedTensor {
+            what,
+            key: key.clone(),
+            found: tensor.describe(),
+            known: join_keys(known.into_iter()),
+        });
+    }
+    Ok(res)
+}
+
+fn join_keys<'a>(keys: impl Iterator<Item = &'a str>) -> String {
+    let keys: Vec<String> = keys.map(|key| format!("`{key}`")).collect();
+    if keys.is_empty() { "none".into() } else { keys.join(", ") }
+}
+
+fn describe_sizes(values: &IndexMap<String, i64>) -> String {
+    values.iter().map(|(name, size)| format!("{name} = {size}")).collect::<Vec<_>>().join(", ")
+}
