@@ -29,6 +29,7 @@ mod literal;
 mod op;
 mod padding;
 mod shape;
+mod sharding;
 pub mod text;
 mod verify;
 
@@ -45,4 +46,5 @@ pub use op::{
 };
 pub use padding::{PaddingVerdict, PaddingVerdicts, padding_verdicts};
 pub use shape::{Dim, Shape, SymbolRange, SymbolTable, TensorType};
+pub use sharding::{Mesh, ProgramSharding, Sharding, ShardingError};
 pub use verify::{VerifyErrors, verify};

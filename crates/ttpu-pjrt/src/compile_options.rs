@@ -30,9 +30,15 @@ pub(crate) struct ExecutableBuildOptionsProto {
     /// `int64 num_partitions = 5;`
     #[prost(int64, tag = "5")]
     pub num_partitions: i64,
+    /// `bool use_spmd_partitioning = 6;`
+    #[prost(bool, tag = "6")]
+    pub use_spmd_partitioning: bool,
     /// `xla.DeviceAssignmentProto device_assignment = 9;`
     #[prost(message, optional, tag = "9")]
     pub device_assignment: Option<DeviceAssignmentProto>,
+    /// `bool use_shardy_partitioner = 19;`
+    #[prost(bool, tag = "19")]
+    pub use_shardy_partitioner: bool,
 }
 
 /// `xla.DeviceAssignmentProto`: for each computation (partition), the device
@@ -58,8 +64,9 @@ pub(crate) struct ComputationDevice {
     pub replica_device_ids: Vec<i64>,
 }
 
-/// How a program is compiled: how many replicas it runs as and on which
-/// devices. The default is one replica on a device the plugin chooses.
+/// How a program is compiled: how many replicas or partitions it runs as and
+/// on which devices. The default is one replica on a device the plugin
+/// chooses.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct CompileOptions {
     /// Device ids (as [`Device::id`](crate::Device::id) reports them) of the
@@ -68,22 +75,57 @@ pub struct CompileOptions {
     /// and [`LoadedExecutable::execute_replicated`](crate::LoadedExecutable::execute_replicated)
     /// takes one argument list per device in this order.
     pub replica_devices: Vec<i32>,
+    /// Device ids of the partitions of a program that XLA's SPMD partitioner
+    /// splits (one replica; Shardy's `sdy.sharding` annotations say how),
+    /// in partition order. Non-empty takes precedence over
+    /// `replica_devices`; argument lists then go per partition, in this
+    /// order.
+    pub partition_devices: Vec<i32>,
 }
 
 impl CompileOptions {
     /// One replica per device of `ids`, in that order.
     pub fn replicated(ids: &[i32]) -> CompileOptions {
-        CompileOptions { replica_devices: ids.to_vec() }
+        CompileOptions { replica_devices: ids.to_vec(), partition_devices: Vec::new() }
+    }
+
+    /// One SPMD partition per device of `ids`, in that order, partitioned by
+    /// Shardy.
+    pub fn partitioned(ids: &[i32]) -> CompileOptions {
+        CompileOptions { replica_devices: Vec::new(), partition_devices: ids.to_vec() }
     }
 
     /// Number of replicas (at least one).
     pub fn replicas(&self) -> usize {
-        self.replica_devices.len().max(1)
+        if self.partition_devices.is_empty() { self.replica_devices.len().max(1) } else { 1 }
     }
 
     /// The `xla.CompileOptionsProto` bytes handed to the plugin; also what a
     /// compile cache keys the options by.
     pub fn to_proto_bytes(&self) -> Vec<u8> {
+        if !self.partition_devices.is_empty() {
+            let partitions = self.partition_devices.len();
+            return CompileOptionsProto {
+                executable_build_options: Some(ExecutableBuildOptionsProto {
+                    device_ordinal: -1,
+                    num_replicas: 1,
+                    num_partitions: partitions as i64,
+                    use_spmd_partitioning: true,
+                    // Partitions are computations: one device id (its one replica) each.
+                    device_assignment: Some(DeviceAssignmentProto {
+                        replica_count: 1,
+                        computation_count: partitions as i32,
+                        computation_devices: self
+                            .partition_devices
+                            .iter()
+                            .map(|&id| ComputationDevice { replica_device_ids: vec![i64::from(id)] })
+                            .collect(),
+                    }),
+                    use_shardy_partitioner: true,
+                }),
+            }
+            .encode_to_vec();
+        }
         let replicas = self.replicas();
         let device_assignment = (!self.replica_devices.is_empty()).then(|| DeviceAssignmentProto {
             replica_count: replicas as i32,
@@ -97,7 +139,9 @@ impl CompileOptions {
                 device_ordinal: -1,
                 num_replicas: replicas as i64,
                 num_partitions: 1,
+                use_spmd_partitioning: false,
                 device_assignment,
+                use_shardy_partitioner: false,
             }),
         }
         .encode_to_vec()
@@ -131,5 +175,18 @@ mod tests {
         assert_eq!(assignment.computation_devices[0].replica_device_ids, vec![3, 1]);
         // The assignment is field 9, length-delimited (tag byte 0x4a).
         assert!(bytes.windows(1).any(|byte| byte == [0x4a]));
+    }
+
+    #[test]
+    fn partitioned_options_ask_for_shardy_and_one_device_per_partition() {
+        let bytes = CompileOptions::partitioned(&[0, 1, 2]).to_proto_bytes();
+        let build =
+            CompileOptionsProto::decode(bytes.as_slice()).expect("decodes").executable_build_options.expect("set");
+        assert_eq!((build.num_replicas, build.num_partitions), (1, 3));
+        assert!(build.use_spmd_partitioning && build.use_shardy_partitioner);
+        let assignment = build.device_assignment.expect("assignment");
+        assert_eq!((assignment.replica_count, assignment.computation_count), (1, 3));
+        let ids: Vec<Vec<i64>> = assignment.computation_devices.into_iter().map(|c| c.replica_device_ids).collect();
+        assert_eq!(ids, vec![vec![0], vec![1], vec![2]]);
     }
 }

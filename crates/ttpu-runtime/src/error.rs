@@ -76,6 +76,16 @@ pub enum Error {
         /// Devices the runtime has.
         count: usize,
     },
+    /// A sharded program whose mesh has another number of devices than it is placed on.
+    #[error("mesh {mesh} has {size} devices, but the program is placed on {devices}")]
+    MeshSize {
+        /// The mesh.
+        mesh: String,
+        /// Its device count.
+        size: usize,
+        /// Devices given.
+        devices: usize,
+    },
     /// A program compiled for more replicas than the runtime has devices.
     #[error("a program of {replicas} replicas needs as many devices, but the runtime has {count}")]
     Replicas {

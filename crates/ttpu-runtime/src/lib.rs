@@ -31,6 +31,7 @@ mod disk;
 mod error;
 mod host;
 mod runtime;
+pub mod shard;
 
 pub use cache::{FxHasher, ProgramKey, graph_hash, same_structure};
 pub use disk::DEFAULT_DISK_CACHE_BYTES;

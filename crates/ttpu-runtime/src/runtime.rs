@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use ttpu_ir::{DType, Graph};
+use ttpu_ir::{DType, Graph, ProgramSharding};
 use ttpu_pjrt::{Buffer, Client, CompileOptions, HostBuffer, LoadedExecutable, NamedValue, Plugin};
 
 use crate::cache::{CompileCache, ProgramKey};
@@ -60,17 +60,30 @@ pub struct CompileSpec {
     /// `(input, output)` pairs: output `output` is written into input `input`'s buffer, which
     /// each run donates (it is deleted afterwards). Types must match.
     pub aliases: Vec<(usize, usize)>,
+    /// Input and output shardings over a mesh: the program is one SPMD program that XLA's
+    /// partitioner (Shardy) splits into one partition per mesh device, `devices[i]` running mesh
+    /// device `i` (`devices` empty: `0..mesh size`). Argument lists then hold each device's shard.
+    pub sharding: Option<ProgramSharding>,
 }
 
 impl CompileSpec {
     /// One replica on device `device`.
     pub fn on(device: usize) -> CompileSpec {
-        CompileSpec { devices: vec![device], aliases: Vec::new() }
+        CompileSpec { devices: vec![device], ..CompileSpec::default() }
     }
 
     /// One replica on each of devices `0..replicas`.
     pub fn replicated(replicas: usize) -> CompileSpec {
-        CompileSpec { devices: (0..replicas.max(1)).collect(), aliases: Vec::new() }
+        CompileSpec { devices: (0..replicas.max(1)).collect(), ..CompileSpec::default() }
+    }
+
+    /// One SPMD program over the mesh of `sharding`, on devices `0..mesh size`.
+    pub fn sharded(sharding: ProgramSharding) -> CompileSpec {
+        CompileSpec {
+            devices: (0..sharding.mesh.device_count()).collect(),
+            sharding: Some(sharding),
+            ..CompileSpec::default()
+        }
     }
 
     /// The same spec with these input-output aliases.
@@ -80,7 +93,11 @@ impl CompileSpec {
 
     /// The devices, with the empty list read as device 0.
     pub fn device_list(&self) -> Vec<usize> {
-        if self.devices.is_empty() { vec![0] } else { self.devices.clone() }
+        match (&self.sharding, self.devices.is_empty()) {
+            (_, false) => self.devices.clone(),
+            (Some(sharding), true) => (0..sharding.mesh.device_count()).collect(),
+            (None, true) => vec![0],
+        }
     }
 }
 
@@ -328,16 +345,33 @@ impl Runtime {
             return Ok((executable, CompileInfo { source: CacheSource::Memory, lower_s: 0.0, compile_s: 0.0 }));
         }
         let devices = spec.device_list();
+        if let Some(sharding) = &spec.sharding
+            && sharding.mesh.device_count() != devices.len()
+        {
+            return Err(Error::MeshSize {
+                mesh: sharding.mesh.to_string(),
+                size: sharding.mesh.device_count(),
+                devices: devices.len(),
+            }
+            .into());
+        }
         let device_ids = devices
             .iter()
             .map(|&index| self.device(index).map(|_| self.inner.device_ids[index]))
             .collect::<Result<Vec<i32>>>()?;
         let start = Instant::now();
         let graph = build()?;
-        let lower_options = ttpu_stablehlo::LowerOptions { aliases: spec.aliases.clone(), ..Default::default() };
+        let lower_options = ttpu_stablehlo::LowerOptions {
+            aliases: spec.aliases.clone(),
+            sharding: spec.sharding.clone(),
+            ..Default::default()
+        };
         let mlir = ttpu_stablehlo::lower_with(&graph, &lower_options).map_err(Error::from)?;
         let lower_s = start.elapsed().as_secs_f64();
-        let options = CompileOptions::replicated(&device_ids);
+        let options = match &spec.sharding {
+            Some(_) => CompileOptions::partitioned(&device_ids),
+            None => CompileOptions::replicated(&device_ids),
+        };
         let options_bytes = options.to_proto_bytes();
         let disk = self.inner.disk.lock().map_err(Error::from)?.clone();
         let start = Instant::now();
@@ -492,8 +526,8 @@ impl Executable {
         Ok(results.pop().unwrap_or_default())
     }
 
-    /// Runs every replica, one argument list per device in [`devices`](Self::devices) order,
-    /// and waits for all of them; one output list per device.
+    /// Runs every replica (or SPMD partition), one argument list per device in
+    /// [`devices`](Self::devices) order, and waits for all of them; one output list per device.
     pub fn run_replicated(&self, args: &[&[&Buffer]]) -> Result<Vec<Vec<Buffer>>> {
         if args.len() != self.devices.len() {
             return Err(ttpu_pjrt::Error::ArgumentLists(format!(

@@ -59,6 +59,12 @@ pub enum Error {
         /// MLIR's diagnostics, one per line, each prefixed by its location.
         message: String,
     },
+    /// A [`LowerOptions::sharding`] that does not fit the graph.
+    #[error("sharding: {message}")]
+    Sharding {
+        /// What does not fit.
+        message: String,
+    },
     /// An input-output alias of [`LowerOptions::aliases`] that cannot hold.
     #[error("cannot alias input {input} to output {output}: {message}")]
     Alias {
@@ -98,6 +104,10 @@ pub struct LowerOptions {
     /// mean). Each pair must join an input and an output of one type, and each input and
     /// output appears at most once; anything else is [`Error::Alias`].
     pub aliases: Vec<(usize, usize)>,
+    /// Input and output shardings over a device mesh, for XLA's SPMD partitioner: the module
+    /// gets an `sdy.mesh @mesh` and each `@main` argument and result an `sdy.sharding`
+    /// (Shardy's form; compile it with Shardy enabled). `None`: a single-device program.
+    pub sharding: Option<ttpu_ir::ProgramSharding>,
 }
 
 /// Lowers `graph` to the text of a StableHLO module with one public `func.func @main`.

@@ -6,7 +6,7 @@
 use melior::Context;
 use melior::dialect::func;
 use melior::ir::attribute::{ArrayAttribute, DictionaryAttribute, IntegerAttribute, StringAttribute, TypeAttribute};
-use melior::ir::operation::{OperationLike, OperationPrintingFlags};
+use melior::ir::operation::{OperationBuilder, OperationLike, OperationPrintingFlags};
 use melior::ir::r#type::FunctionType;
 use melior::ir::r#type::IntegerType;
 use melior::ir::{
@@ -16,7 +16,10 @@ use smallvec::SmallVec;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use ttpu_ir::{Atom, CompareDirection, DType, Dim, Graph, Literal, Loc, Node, Op, ReduceKind, Scalar, TensorType};
+use ttpu_ir::{
+    Atom, CompareDirection, DType, Dim, Graph, Literal, Loc, Mesh, Node, Op, ProgramSharding, ReduceKind, Scalar,
+    Sharding, TensorType,
+};
 
 use crate::context::Session;
 use crate::ops::{self, internal};
@@ -32,8 +35,11 @@ pub(crate) fn lower(graph: &Graph, options: &LowerOptions) -> Result<String, Err
 
     let session = Session::new();
     check_aliases(graph, &options.aliases)?;
-    let module =
-        build_module(session.context(), graph, &options.aliases).map_err(|error| with_diagnostics(error, &session))?;
+    if let Some(sharding) = &options.sharding {
+        check_sharding(graph, sharding)?;
+    }
+    let module = build_module(session.context(), graph, &options.aliases, options.sharding.as_ref())
+        .map_err(|error| with_diagnostics(error, &session))?;
     verify(&module, &session)?;
     let mut flags = OperationPrintingFlags::new();
     if options.debug_locations {
@@ -63,6 +69,50 @@ fn check_aliases(graph: &Graph, aliases: &[(usize, usize)]) -> Result<(), Error>
         }
     }
     Ok(())
+}
+
+/// One sharding per input and output, each fitting its value's type.
+fn check_sharding(graph: &Graph, sharding: &ProgramSharding) -> Result<(), Error> {
+    let fail = |message: String| Err(Error::Sharding { message });
+    if sharding.inputs.len() != graph.inputs.len() || sharding.outputs.len() != graph.outputs.len() {
+        return fail(format!(
+            "{} input and {} output shardings for a graph of {} inputs and {} outputs",
+            sharding.inputs.len(),
+            sharding.outputs.len(),
+            graph.inputs.len(),
+            graph.outputs.len()
+        ));
+    }
+    let values =
+        graph.inputs.iter().zip(&sharding.inputs).enumerate().map(|(index, pair)| (format!("input {index}"), pair));
+    let results =
+        graph.outputs.iter().zip(&sharding.outputs).enumerate().map(|(index, pair)| (format!("output {index}"), pair));
+    for (what, (&value, placement)) in values.chain(results) {
+        if let Err(error) = placement.check(&sharding.mesh, graph.ty(value), &what) {
+            return fail(error.message);
+        }
+    }
+    Ok(())
+}
+
+/// `#sdy.mesh<["dp"=2, "tp"=4]>`.
+fn sdy_mesh(mesh: &Mesh) -> String {
+    let axes: Vec<String> = mesh.axes().iter().map(|(name, size)| format!("\"{name}\"={size}")).collect();
+    format!("#sdy.mesh<[{}]>", axes.join(", "))
+}
+
+/// `#sdy.sharding<@mesh, [{"dp"}, {}]>`: per dim the axes it is split over, major to minor. The
+/// dims are closed (`{}` without `?`): the partitioner keeps exactly this layout at the boundary.
+fn sdy_sharding(sharding: &Sharding) -> String {
+    let dims: Vec<String> = sharding
+        .dims
+        .iter()
+        .map(|axes| {
+            let names: Vec<String> = axes.iter().map(|axis| format!("\"{axis}\"")).collect();
+            format!("{{{}}}", names.join(", "))
+        })
+        .collect();
+    format!("#sdy.sharding<@mesh, [{}]>", dims.join(", "))
 }
 
 /// Runs MLIR's verifier, turning its diagnostics into [`Error::Verify`].
@@ -107,7 +157,12 @@ fn location<'c>(context: &'c Context, loc: &Loc) -> Location<'c> {
 }
 
 /// The module holding `func.func @main`.
-fn build_module<'c>(context: &'c Context, graph: &Graph, aliases: &[(usize, usize)]) -> Result<Module<'c>, Error> {
+fn build_module<'c>(
+    context: &'c Context,
+    graph: &Graph,
+    aliases: &[(usize, usize)],
+    sharding: Option<&ProgramSharding>,
+) -> Result<Module<'c>, Error> {
     let unknown = Location::unknown(context);
     let types = |values: &[ttpu_ir::ValueId]| -> Result<Vec<Type<'c>>, Error> {
         values.iter().map(|&value| tensor_type(context, graph.ty(value))).collect()
@@ -131,12 +186,20 @@ fn build_module<'c>(context: &'c Context, graph: &Graph, aliases: &[(usize, usiz
     let signature = FunctionType::new(context, &input_types, &output_types);
     // Donation: XLA reads `tf.aliasing_output` on an entry argument as "this output may reuse the
     // argument's buffer" (the attribute JAX writes for donated arguments).
+    // Sharding: Shardy reads `sdy.sharding` on entry arguments and results, naming the module's
+    // `sdy.mesh`.
+    let parse = |text: &str| {
+        Attribute::parse(context, text).ok_or_else(|| Error::Internal { message: format!("`{text}` does not parse") })
+    };
+    let sharding_attribute = |placement: &Sharding| -> Result<(Identifier<'c>, Attribute<'c>), Error> {
+        Ok((Identifier::new(context, "sdy.sharding"), parse(&sdy_sharding(placement))?))
+    };
     let mut attributes = Vec::new();
-    if !aliases.is_empty() {
+    if !aliases.is_empty() || sharding.is_some() {
         let i32_type = IntegerType::new(context, 32).into();
         let per_argument: Vec<Attribute<'c>> = (0..graph.inputs.len())
             .map(|input| {
-                let entries: Vec<(Identifier<'c>, Attribute<'c>)> = aliases
+                let mut entries: Vec<(Identifier<'c>, Attribute<'c>)> = aliases
                     .iter()
                     .filter(|&&(aliased, _)| aliased == input)
                     .map(|&(_, output)| {
@@ -144,10 +207,21 @@ fn build_module<'c>(context: &'c Context, graph: &Graph, aliases: &[(usize, usiz
                         (Identifier::new(context, "tf.aliasing_output"), IntegerAttribute::new(i32_type, output).into())
                     })
                     .collect();
-                DictionaryAttribute::new(context, &entries).into()
+                if let Some(sharding) = sharding {
+                    entries.push(sharding_attribute(&sharding.inputs[input])?);
+                }
+                Ok(DictionaryAttribute::new(context, &entries).into())
             })
-            .collect();
+            .collect::<Result<_, Error>>()?;
         attributes.push((Identifier::new(context, "arg_attrs"), ArrayAttribute::new(context, &per_argument).into()));
+    }
+    if let Some(sharding) = sharding {
+        let per_result: Vec<Attribute<'c>> = sharding
+            .outputs
+            .iter()
+            .map(|placement| Ok(DictionaryAttribute::new(context, &[sharding_attribute(placement)?]).into()))
+            .collect::<Result<_, Error>>()?;
+        attributes.push((Identifier::new(context, "res_attrs"), ArrayAttribute::new(context, &per_result).into()));
     }
     let main = func::func(
         context,
@@ -158,6 +232,16 @@ fn build_module<'c>(context: &'c Context, graph: &Graph, aliases: &[(usize, usiz
         unknown,
     );
     let module = Module::new(unknown);
+    if let Some(sharding) = sharding {
+        let mesh = OperationBuilder::new("sdy.mesh", unknown)
+            .add_attributes(&[
+                (Identifier::new(context, "sym_name"), StringAttribute::new(context, "mesh").into()),
+                (Identifier::new(context, "mesh"), parse(&sdy_mesh(&sharding.mesh))?),
+            ])
+            .build()
+            .map_err(|error| internal("building sdy.mesh", error))?;
+        module.body().append_operation(mesh);
+    }
     module.body().append_operation(main);
     Ok(module)
 }
