@@ -150,6 +150,15 @@ impl Compiler {
         Ok(ttpu_stablehlo::lower(&module.graph)?)
     }
 
+    /// Lowers a static module to one SPMD StableHLO module laid out over a mesh as
+    /// `parallelism` plans it (Shardy's `sdy.mesh` and `sdy.sharding` annotations).
+    pub fn lower_sharded(&self, module: &Module, parallelism: &crate::Parallelism) -> Result<String> {
+        let _span = tracing::debug_span!("lower", sharded = true).entered();
+        let sharding = parallelism.program_sharding(&module.signature)?;
+        let options = ttpu_stablehlo::LowerOptions { sharding: Some(sharding), ..Default::default() };
+        Ok(ttpu_stablehlo::lower_with(&module.graph, &options)?)
+    }
+
     /// Lowers a module that keeps its symbolic dims to a shape-polymorphic StableHLO module
     /// (`tensor<?x8xf32>`, sizes computed with `get_dimension_size` and the `dynamic_*` ops): the
     /// portable artifact. PJRT plugins compile static modules, so runs lower per size instead.

@@ -114,6 +114,12 @@ pub enum Error {
         /// This replica's sizes.
         here: String,
     },
+    /// A mesh, placement or parallel plan that does not fit the model or the devices.
+    #[error("sharding: {message}")]
+    Sharding {
+        /// What does not fit, naming the tensor.
+        message: String,
+    },
     /// A bug in ttpu: something that cannot happen did.
     #[error("internal error (a ttpu bug): {message}")]
     Bug {

@@ -24,6 +24,7 @@
 mod compiler;
 mod error;
 mod loaded;
+pub mod parallel;
 pub mod parity;
 pub mod pipeline;
 mod session;
@@ -31,7 +32,9 @@ mod session;
 pub use compiler::{CompileOptions, Compiled, Compiler};
 pub use error::{Error, Result};
 pub use loaded::{DeviceOutputs, LoadedModel, Prepared};
+pub use parallel::{Parallelism, Plan, PlanFile};
 pub use session::{Bucketing, Model, Session};
+pub use ttpu_ir::{Mesh, Sharding};
 pub use ttpu_runtime::{
     CacheSource, CompileInfo, Counters, HostTensor, Runtime, RuntimeOptions, TensorMap, read_safetensors,
     write_safetensors,

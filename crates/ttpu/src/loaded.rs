@@ -11,15 +11,21 @@
 //!
 //! With `replicas > 1` the weights are uploaded to devices `0..replicas` and each run takes one
 //! input set per device: the same program runs on every device at once (data parallel).
+//!
+//! With a [`Parallelism`] the model is one SPMD program over a device mesh: each device keeps
+//! only its shard of every weight, a run takes one input set and splits it per device, XLA's
+//! partitioner adds the collectives, and the outputs are assembled from the devices' shards.
 
 use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
 
 use indexmap::IndexMap;
 use ttpu_fx::{InputRole, ModelSignature, OutputRole};
-use ttpu_ir::{Dim, TensorType};
+use ttpu_ir::{Dim, Mesh, ProgramSharding, Sharding, TensorType};
+use ttpu_runtime::shard::{assemble, split};
 use ttpu_runtime::{Buffer, CompileInfo, CompileSpec, Executable, HostTensor, Runtime, TensorMap};
 
+use crate::parallel::Parallelism;
 use crate::session::{Bucketing, Model, Specialisation, bind_symbols, resize, resolved_shape};
 use crate::{Error, Result};
 
@@ -36,7 +42,10 @@ pub struct LoadedModel {
     fixed_symbols: IndexMap<String, i64>,
     /// `(output, input)` signature indices: the output is the input buffer's new value.
     mutations: Vec<(usize, usize)>,
-    /// The resident buffers, `[replica][signature input]` (`None` for user inputs).
+    /// The mesh and plan of a sharded model, with each weight's placement (by signature input).
+    sharded: Option<(Parallelism, Vec<Option<Sharding>>)>,
+    /// The resident buffers, `[device][signature input]` (`None` for user inputs): one list per
+    /// replica, or per mesh device of a sharded model (each holding its shards).
     state: Mutex<Vec<Vec<Option<Arc<Buffer>>>>>,
 }
 
@@ -46,8 +55,10 @@ pub struct Prepared {
     executable: Arc<Executable>,
     compile: Option<CompileInfo>,
     symbol_values: IndexMap<String, i64>,
-    /// `[replica][signature input]`: the uploaded user inputs.
+    /// `[device][signature input]`: the uploaded user inputs (or their shards).
     inputs: Vec<Vec<Option<Buffer>>>,
+    /// The program's placements, for a sharded model.
+    layout: Option<ProgramSharding>,
 }
 
 impl Prepared {
@@ -64,9 +75,15 @@ pub struct DeviceOutputs {
     /// Per output: its key and its type with symbolic dims.
     keys: Vec<(String, TensorType)>,
     symbol_values: IndexMap<String, i64>,
-    /// `[replica][output]`.
+    /// `[device][output]`.
     buffers: Vec<Vec<Arc<Buffer>>>,
+    /// For a sharded model: the mesh, each output's placement and compiled (padded) shape.
+    layout: Option<OutputLayout>,
 }
+
+/// Where a sharded model's outputs lie: the mesh, and per output its placement and compiled
+/// (padded) shape.
+type OutputLayout = (Mesh, Vec<(Sharding, Vec<i64>)>);
 
 impl DeviceOutputs {
     /// The keys, in output order: `output_0`, ... and mutated targets.
@@ -83,7 +100,23 @@ impl DeviceOutputs {
     }
 
     /// Every output of every replica copied to the host, cut back to the sizes the inputs gave.
+    /// A sharded model's outputs are assembled from the devices' shards: one map.
     pub fn to_host(&self) -> Result<Vec<TensorMap>> {
+        if let Some((mesh, placements)) = &self.layout {
+            let mut outputs = TensorMap::new();
+            for (index, ((key, ty), (sharding, shape))) in self.keys.iter().zip(placements).enumerate() {
+                let shards = self
+                    .buffers
+                    .iter()
+                    .map(|buffers| self.runtime.download(&buffers[index]))
+                    .collect::<Result<Vec<HostTensor>, _>>()?;
+                let tensor = assemble(&shards, sharding, mesh, shape)?;
+                let true_shape = resolved_shape(ty, &tensor.shape, &self.symbol_values);
+                let tensor = if true_shape == tensor.shape { tensor } else { resize(&tensor, &true_shape) };
+                outputs.insert(key.clone(), tensor);
+            }
+            return Ok(vec![outputs]);
+        }
         self.buffers
             .iter()
             .map(|buffers| {
@@ -108,8 +141,39 @@ impl LoadedModel {
         weights: &TensorMap,
         replicas: usize,
     ) -> Result<LoadedModel> {
+        LoadedModel::build(runtime, model, bucketing, weights, replicas, None)
+    }
+
+    pub(crate) fn sharded(
+        runtime: Runtime,
+        model: Model,
+        bucketing: Bucketing,
+        weights: &TensorMap,
+        parallelism: Parallelism,
+    ) -> Result<LoadedModel> {
+        let devices = parallelism.mesh.device_count();
+        LoadedModel::build(runtime, model, bucketing, weights, devices, Some(parallelism))
+    }
+
+    fn build(
+        runtime: Runtime,
+        model: Model,
+        bucketing: Bucketing,
+        weights: &TensorMap,
+        replicas: usize,
+        parallelism: Option<Parallelism>,
+    ) -> Result<LoadedModel> {
         if replicas == 0 || replicas > runtime.device_count() {
-            return Err(ttpu_runtime::Error::Replicas { replicas, count: runtime.device_count() }.into());
+            return Err(match &parallelism {
+                Some(parallelism) => Error::Sharding {
+                    message: format!(
+                        "mesh {} needs {replicas} devices, but the runtime has {}",
+                        parallelism.mesh,
+                        runtime.device_count()
+                    ),
+                },
+                None => ttpu_runtime::Error::Replicas { replicas, count: runtime.device_count() }.into(),
+            });
         }
         let signature = model.signature();
         let weight_tensors = bind_part(signature, weights, false)?;
@@ -118,13 +182,25 @@ impl LoadedModel {
         let shapes: Vec<Option<&[i64]>> = weight_shapes.iter().map(|shape| shape.as_deref()).collect();
         let fixed_symbols = bind_symbols(model.module(), &shapes)?;
         let mutations = mutations(signature)?;
-        let mut state = Vec::with_capacity(replicas);
-        for replica in 0..replicas {
-            let buffers = weight_tensors
-                .iter()
-                .map(|tensor| tensor.map(|tensor| runtime.upload(tensor, replica).map(Arc::new)).transpose())
-                .collect::<Result<Vec<_>, _>>()?;
-            state.push(buffers);
+        let mut state: Vec<Vec<Option<Arc<Buffer>>>> = vec![vec![None; weight_tensors.len()]; replicas];
+        let mut shardings = vec![None; weight_tensors.len()];
+        for (index, (input, tensor)) in signature.inputs.iter().zip(&weight_tensors).enumerate() {
+            let Some(tensor) = tensor else { continue };
+            match &parallelism {
+                Some(parallelism) => {
+                    // Each device keeps only its shard.
+                    let sharding = parallelism.weight_sharding(&input.key, &tensor.ty())?;
+                    for (device, shard) in split(tensor, &sharding, &parallelism.mesh)?.iter().enumerate() {
+                        state[device][index] = Some(Arc::new(runtime.upload(shard, device)?));
+                    }
+                    shardings[index] = Some(sharding);
+                }
+                None => {
+                    for (replica, buffers) in state.iter_mut().enumerate() {
+                        buffers[index] = Some(Arc::new(runtime.upload(tensor, replica)?));
+                    }
+                }
+            }
         }
         Ok(LoadedModel {
             runtime,
@@ -134,6 +210,7 @@ impl LoadedModel {
             weight_shapes,
             fixed_symbols,
             mutations,
+            sharded: parallelism.map(|parallelism| (parallelism, shardings)),
             state: Mutex::new(state),
         })
     }
@@ -143,9 +220,29 @@ impl LoadedModel {
         &self.model
     }
 
-    /// Devices the weights live on (`0..replicas`).
-    pub fn replicas(&self) -> usize {
+    /// Devices the weights live on (`0..replicas`, or the mesh's devices).
+    pub fn devices(&self) -> usize {
         self.replicas
+    }
+
+    /// Input sets one run takes: one per replica, or one for a sharded model.
+    pub fn input_sets(&self) -> usize {
+        if self.sharded.is_some() { 1 } else { self.replicas }
+    }
+
+    /// Bytes of weights and buffers one device holds (the most any device holds).
+    pub fn resident_bytes_per_device(&self) -> Result<usize> {
+        let state = self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut most = 0usize;
+        for buffers in state.iter() {
+            let mut total = 0usize;
+            for buffer in buffers.iter().flatten() {
+                let bytes = buffer.on_device_size_in_bytes().map_err(ttpu_runtime::Error::from)?;
+                total = total.saturating_add(bytes);
+            }
+            most = most.max(total);
+        }
+        Ok(most)
     }
 
     /// The resident buffer of weight or buffer `key` (a signature target) on `replica`. After a
@@ -159,8 +256,18 @@ impl LoadedModel {
             .ok_or(ttpu_runtime::Error::NoSuchDevice { index: replica, count: self.replicas }.into())
     }
 
-    /// The current value of weight or buffer `key` on `replica`, copied to the host.
+    /// The current value of weight or buffer `key` on `replica`, copied to the host (a sharded
+    /// model's shards assembled, whatever `replica`).
     pub fn state(&self, key: &str, replica: usize) -> Result<HostTensor> {
+        if let Some((parallelism, shardings)) = &self.sharded {
+            let index = self.weight_index(key)?;
+            let shards = (0..self.replicas)
+                .map(|device| Ok(self.runtime.download(&*self.state_buffer(key, device)?)?))
+                .collect::<Result<Vec<HostTensor>>>()?;
+            let shape = self.weight_shapes[index].clone().unwrap_or_default();
+            let sharding = shardings[index].clone().unwrap_or_else(|| Sharding::replicated(shape.len()));
+            return Ok(assemble(&shards, &sharding, &parallelism.mesh, &shape)?);
+        }
         let buffer = self.state_buffer(key, replica)?;
         Ok(self.runtime.download(&buffer)?)
     }
@@ -197,8 +304,8 @@ impl LoadedModel {
     /// Checks, pads and uploads one input set per replica, and finds (or compiles) the
     /// executable for their sizes.
     pub fn prepare(&self, inputs: &[&TensorMap]) -> Result<Prepared> {
-        if inputs.len() != self.replicas {
-            return Err(Error::ReplicaInputs { given: inputs.len(), replicas: self.replicas });
+        if inputs.len() != self.input_sets() {
+            return Err(Error::ReplicaInputs { given: inputs.len(), replicas: self.input_sets() });
         }
         let signature = self.model.signature();
         let mut bound: Option<IndexMap<String, i64>> = None;
@@ -238,11 +345,56 @@ impl LoadedModel {
             })
             .collect();
         let specialisation = self.model.specialise(compiled_values.clone())?;
+        let layout = match &self.sharded {
+            Some((parallelism, shardings)) => {
+                let layout = parallelism.program_sharding(&specialisation.module.signature)?;
+                // The resident shards were cut by the load-time placements; they must still hold.
+                for (index, resident) in shardings.iter().enumerate() {
+                    if let Some(resident) = resident
+                        && *resident != layout.inputs[index]
+                    {
+                        return Err(Error::Sharding {
+                            message: format!(
+                                "`{}` was loaded as {resident} but this size places it as {}",
+                                signature.inputs[index].key, layout.inputs[index]
+                            ),
+                        });
+                    }
+                }
+                Some(layout)
+            }
+            None => None,
+        };
         let spec = CompileSpec {
             devices: (0..self.replicas).collect(),
             aliases: self.aliases(&specialisation.module.signature, &specialisation.module.graph),
+            sharding: layout.clone(),
         };
         let (executable, compile) = specialisation.executable(&self.runtime, &spec)?;
+        if let Some(layout) = &layout {
+            let tensors = per_replica.into_iter().next().unwrap_or_default();
+            let mut uploaded: Vec<Vec<Option<Buffer>>> = (0..self.replicas).map(|_| Vec::new()).collect();
+            for ((input, tensor), sharding) in signature.inputs.iter().zip(tensors).zip(&layout.inputs) {
+                let Some(tensor) = tensor else {
+                    uploaded.iter_mut().for_each(|buffers| buffers.push(None));
+                    continue;
+                };
+                let shape = resolved_shape(&input.ty, &tensor.shape, &compiled_values);
+                let padded =
+                    if shape == tensor.shape { Cow::Borrowed(tensor) } else { Cow::Owned(resize(tensor, &shape)) };
+                for (device, shard) in split(&padded, sharding, &layout.mesh)?.iter().enumerate() {
+                    uploaded[device].push(Some(self.runtime.upload(shard, device)?));
+                }
+            }
+            return Ok(Prepared {
+                specialisation,
+                executable,
+                compile,
+                symbol_values,
+                inputs: uploaded,
+                layout: Some(layout.clone()),
+            });
+        }
         let mut uploaded = Vec::with_capacity(self.replicas);
         for (replica, tensors) in per_replica.into_iter().enumerate() {
             let buffers = signature
@@ -259,12 +411,12 @@ impl LoadedModel {
                 .collect::<Result<Vec<Option<Buffer>>>>()?;
             uploaded.push(buffers);
         }
-        Ok(Prepared { specialisation, executable, compile, symbol_values, inputs: uploaded })
+        Ok(Prepared { specialisation, executable, compile, symbol_values, inputs: uploaded, layout: None })
     }
 
     /// Runs prepared inputs; mutated buffers become the new resident state.
     pub fn execute(&self, prepared: Prepared) -> Result<DeviceOutputs> {
-        let Prepared { specialisation, executable, symbol_values, inputs, .. } = prepared;
+        let Prepared { specialisation, executable, symbol_values, inputs, layout, .. } = prepared;
         let mut state = self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let results = {
             let lists: Vec<Vec<&Buffer>> = state
@@ -303,7 +455,18 @@ impl LoadedModel {
             .zip(&specialisation.module.signature.outputs)
             .map(|(symbolic, _)| (symbolic.key.clone(), symbolic.ty.clone()))
             .collect();
-        Ok(DeviceOutputs { runtime: self.runtime.clone(), keys, symbol_values, buffers })
+        let layout = layout.map(|layout| {
+            let placements = layout
+                .outputs
+                .iter()
+                .zip(&specialisation.module.signature.outputs)
+                .map(|(sharding, output)| {
+                    (sharding.clone(), output.ty.shape.as_static().map(|dims| dims.to_vec()).unwrap_or_default())
+                })
+                .collect();
+            (layout.mesh, placements)
+        });
+        Ok(DeviceOutputs { runtime: self.runtime.clone(), keys, symbol_values, buffers, layout })
     }
 
     /// Input-output aliases of the mutations whose buffer and new value have one static type

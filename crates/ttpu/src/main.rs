@@ -10,8 +10,8 @@ use std::time::Instant;
 use clap::{Parser, Subcommand, ValueEnum};
 use miette::{LabeledSpan, NamedSource, Report};
 use ttpu::{
-    CacheSource, CompileOptions, Compiler, HostTensor, LoadedModel, Runtime, RuntimeOptions, Session, TensorMap,
-    read_safetensors, write_safetensors,
+    CacheSource, CompileOptions, Compiler, HostTensor, LoadedModel, Mesh, Parallelism, Plan, PlanFile, Runtime,
+    RuntimeOptions, Session, TensorMap, read_safetensors, write_safetensors,
 };
 
 #[derive(Parser)]
@@ -50,6 +50,8 @@ enum Command {
         dynamic: bool,
         #[command(flatten)]
         fuse: FuseArgs,
+        #[command(flatten)]
+        parallel: ParallelArgs,
     },
     /// Run a model and write its outputs as safetensors.
     Run {
@@ -74,9 +76,6 @@ enum Command {
         /// Warm runs before measuring.
         #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=100_000))]
         warmup: u32,
-        /// Run on this many devices at once, one replica each, every device on the same inputs.
-        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096))]
-        devices: u32,
         /// Also time the one-shot path that uploads the weights with every run.
         #[arg(long)]
         one_shot: bool,
@@ -138,6 +137,61 @@ struct DataArgs {
     no_cache: bool,
     #[command(flatten)]
     fuse: FuseArgs,
+    #[command(flatten)]
+    parallel: ParallelArgs,
+}
+
+#[derive(clap::Args)]
+struct ParallelArgs {
+    /// Devices to use. With `--parallel` or `--plan`, a 1-D mesh of this many devices; alone,
+    /// `bench` runs one replica per device on the same inputs.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    devices: Option<u32>,
+    /// The device mesh, like `dp=2,tp=4` (its size is the device count).
+    #[arg(long)]
+    mesh: Option<String>,
+    /// A built-in plan: `ddp` (inputs split along the batch, weights replicated) or `fsdp`
+    /// (inputs as ddp, every weight split along one dim).
+    #[arg(long, value_enum)]
+    parallel: Option<ParallelKind>,
+    /// Placements by name pattern from a TOML file (see the README).
+    #[arg(long, conflicts_with = "parallel")]
+    plan: Option<PathBuf>,
+}
+
+#[derive(Copy, Clone, PartialEq, Eq, ValueEnum)]
+enum ParallelKind {
+    /// Data parallel.
+    Ddp,
+    /// Fully sharded data parallel (ZeRO-3).
+    Fsdp,
+}
+
+impl ParallelArgs {
+    /// The plan asked for, if any.
+    fn parallelism(&self, source: &str) -> Result<Option<Parallelism>, Report> {
+        let plan = match (&self.parallel, &self.plan) {
+            (Some(ParallelKind::Ddp), _) => Plan::Ddp,
+            (Some(ParallelKind::Fsdp), _) => Plan::Fsdp,
+            (None, Some(file)) => Plan::Explicit(PlanFile::read(file).map_err(|error| report(error, source))?),
+            (None, None) if self.mesh.is_some() => {
+                return Err(miette::miette!("--mesh needs a plan: --parallel ddp|fsdp or --plan FILE"));
+            }
+            (None, None) => return Ok(None),
+        };
+        let mesh =
+            self.mesh.as_deref().map(Mesh::parse).transpose().map_err(|error| miette::miette!("--mesh: {error}"))?;
+        let devices = self.devices.map(|devices| devices as usize);
+        Parallelism::new(mesh, devices, plan).map(Some).map_err(|error| report(error, source))
+    }
+
+    /// Devices the runtime needs.
+    fn device_count(&self, parallelism: Option<&Parallelism>) -> Option<usize> {
+        match parallelism {
+            Some(parallelism) => Some(parallelism.mesh.device_count()),
+            None => self.devices.map(|devices| devices as usize),
+        }
+    }
 }
 
 #[derive(Copy, Clone, PartialEq, Eq, ValueEnum)]
@@ -177,8 +231,14 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<ExitCode, Report> {
     match cli.command {
-        Command::Lower { model, emit, output, symbols, explain_dynamic, dynamic, fuse } => {
+        Command::Lower { model, emit, output, symbols, explain_dynamic, dynamic, fuse, parallel } => {
             let (source, path) = read_model(&model)?;
+            let parallelism = parallel.parallelism(&source)?;
+            if parallelism.is_some() && (dynamic || explain_dynamic || emit != Emit::Stablehlo) {
+                return Err(miette::miette!(
+                    "--parallel and --plan lay out StableHLO over a mesh: drop --dynamic, --explain-dynamic and --emit"
+                ));
+            }
             let compiler = Compiler::new();
             let text = if explain_dynamic {
                 let program = ttpu_fx::parse(&source, &path).map_err(|error| report(error.into(), &source))?;
@@ -207,7 +267,12 @@ fn run(cli: Cli) -> Result<ExitCode, Report> {
                     Emit::Stablehlo if dynamic => {
                         compiler.lower_polymorphic(&module).map_err(|error| report(error, &source))?
                     }
-                    Emit::Stablehlo => compiler.lower(&module).map_err(|error| report(error, &source))?,
+                    Emit::Stablehlo => match &parallelism {
+                        Some(parallelism) => {
+                            compiler.lower_sharded(&module, parallelism).map_err(|error| report(error, &source))?
+                        }
+                        None => compiler.lower(&module).map_err(|error| report(error, &source))?,
+                    },
                 }
             };
             match output {
@@ -227,8 +292,8 @@ fn run(cli: Cli) -> Result<ExitCode, Report> {
             println!("wrote {} outputs to {}", outputs.len(), output.display());
             Ok(ExitCode::SUCCESS)
         }
-        Command::Bench { model, data, runs, warmup, devices, one_shot, json } => {
-            let options = BenchOptions { runs, warmup, devices, one_shot };
+        Command::Bench { model, data, runs, warmup, one_shot, json } => {
+            let options = BenchOptions { runs, warmup, one_shot };
             let results = bench(&model, &data, &options)?;
             if json {
                 println!("{}", results.to_json());
@@ -299,6 +364,8 @@ fn read_model(model: &Path) -> Result<(String, String), Report> {
 /// A session for `data`'s plugin on `devices` devices, with the disk compile cache unless
 /// `--no-cache`.
 fn session(data: &DataArgs, devices: Option<usize>, source: &str) -> Result<Session, Report> {
+    // One device is the plugin's default set: no need to ask a plugin for a count.
+    let devices = devices.filter(|&devices| devices > 1);
     let runtime = Runtime::from_plugin_or_default(
         data.plugin.as_deref(),
         &RuntimeOptions { devices, ..RuntimeOptions::default() },
@@ -328,10 +395,21 @@ fn read_weights(data: &DataArgs, source: &str) -> Result<TensorMap, Report> {
 
 fn execute(model: &Path, data: &DataArgs) -> Result<(String, TensorMap), Report> {
     let (source, path) = read_model(model)?;
-    let session = session(data, None, &source)?;
+    let parallelism = data.parallel.parallelism(&source)?;
+    if parallelism.is_none() && data.parallel.devices.is_some_and(|devices| devices > 1) {
+        return Err(miette::miette!(
+            "--devices runs a model over several devices with a plan: add --parallel ddp|fsdp or --plan FILE"
+        ));
+    }
+    let session = session(data, data.parallel.device_count(parallelism.as_ref()), &source)?;
     let weights = read_weights(data, &source)?;
     let inputs = read_safetensors(&data.inputs).map_err(|error| report(error.into(), &source))?;
-    let loaded = session.load(&source, &path, &weights).map_err(|error| report(error, &source))?;
+    let model = session.load_model(&source, &path).map_err(|error| report(error, &source))?;
+    let loaded = match &parallelism {
+        Some(parallelism) => session.shard(&model, &weights, parallelism),
+        None => session.place(&model, &weights, 1),
+    }
+    .map_err(|error| report(error, &source))?;
     let outputs = loaded.run(&inputs).map_err(|error| report(error, &source))?;
     Ok((source, outputs))
 }
@@ -339,7 +417,6 @@ fn execute(model: &Path, data: &DataArgs) -> Result<(String, TensorMap), Report>
 struct BenchOptions {
     runs: u32,
     warmup: u32,
-    devices: u32,
     one_shot: bool,
 }
 
@@ -348,6 +425,8 @@ struct BenchResults {
     model: String,
     platform: String,
     devices: usize,
+    layout: String,
+    resident_bytes_per_device: usize,
     import_s: f64,
     lower_s: f64,
     compile_s: f64,
@@ -364,20 +443,38 @@ struct BenchResults {
 
 fn bench(model: &Path, data: &DataArgs, options: &BenchOptions) -> Result<BenchResults, Report> {
     let (source, path) = read_model(model)?;
-    let devices = options.devices as usize;
-    let session = session(data, (devices > 1).then_some(devices), &source)?;
+    let parallelism = data.parallel.parallelism(&source)?;
+    let devices = data.parallel.device_count(parallelism.as_ref()).unwrap_or(1);
+    let session = session(data, Some(devices), &source)?;
     let fail = |error: ttpu::Error| report(error, &source);
     let weights = read_weights(data, &source)?;
     let inputs = read_safetensors(&data.inputs).map_err(|error| report(error.into(), &source))?;
-    let replicated: Vec<&TensorMap> = vec![&inputs; devices];
 
     let start = Instant::now();
     let model = session.load_model(&source, &path).map_err(fail)?;
     let import_s = start.elapsed().as_secs_f64();
     let start = Instant::now();
-    let loaded = session.place(&model, &weights, devices).map_err(fail)?;
+    let loaded = match &parallelism {
+        Some(parallelism) => session.shard(&model, &weights, parallelism),
+        None => session.place(&model, &weights, devices),
+    }
+    .map_err(fail)?;
     let weights_in_s = start.elapsed().as_secs_f64();
-    let weight_bytes = weights.values().map(|tensor| tensor.data.len()).sum::<usize>() * devices;
+    let weight_bytes = weights.values().map(|tensor| tensor.data.len()).sum::<usize>();
+    let replicated: Vec<&TensorMap> = vec![&inputs; loaded.input_sets()];
+    let layout = match &parallelism {
+        Some(parallelism) => format!(
+            "{} over mesh {}",
+            match &parallelism.plan {
+                Plan::Ddp => "ddp",
+                Plan::Fsdp => "fsdp",
+                Plan::Explicit(_) => "plan file",
+            },
+            parallelism.mesh
+        ),
+        None if devices > 1 => format!("{devices} replicas"),
+        None => "one device".to_owned(),
+    };
 
     // The first run compiles (or loads from the cache); its compile time is reported apart.
     let start = Instant::now();
@@ -403,6 +500,8 @@ fn bench(model: &Path, data: &DataArgs, options: &BenchOptions) -> Result<BenchR
         model: path.clone(),
         platform: session.runtime().platform(),
         devices,
+        layout,
+        resident_bytes_per_device: loaded.resident_bytes_per_device().map_err(fail)?,
         import_s,
         lower_s: info.lower_s,
         compile_s: info.compile_s,
@@ -477,6 +576,8 @@ impl BenchResults {
             "model": self.model,
             "platform": self.platform,
             "devices": self.devices,
+            "layout": self.layout,
+            "resident_bytes_per_device": self.resident_bytes_per_device,
             "import_s": self.import_s,
             "lower_s": self.lower_s,
             "compile_s": self.compile_s,
@@ -515,10 +616,16 @@ impl BenchResults {
                 self.devices,
                 if self.devices == 1 { "" } else { "s" }
             ),
+            format!("layout         {}", self.layout),
             format!("import         {}", ms(self.import_s)),
             format!("lower          {}", ms(self.lower_s)),
             format!("compile        {compile}"),
-            format!("weights in     {} ({} bytes, once)", ms(self.weights_in_s), self.weight_bytes),
+            format!(
+                "weights in     {} ({} bytes, once; {} bytes resident per device)",
+                ms(self.weights_in_s),
+                self.weight_bytes,
+                self.resident_bytes_per_device
+            ),
             format!("first run      {}", ms(self.first_run_s)),
             format!(
                 "warm run       median {}  p10 {}  p90 {}  ({} runs, weights resident)",

@@ -214,6 +214,13 @@ impl Session {
         LoadedModel::new(self.runtime.clone(), model.clone(), self.bucketing.clone(), weights, replicas)
     }
 
+    /// Lays `model` out over a device mesh as `parallelism` plans it: each device keeps only its
+    /// shard of every weight, and each run takes one input set, splits it over the devices and
+    /// assembles the outputs; XLA's SPMD partitioner inserts the collectives.
+    pub fn shard(&self, model: &Model, weights: &TensorMap, parallelism: &crate::Parallelism) -> Result<LoadedModel> {
+        LoadedModel::sharded(self.runtime.clone(), model.clone(), self.bucketing.clone(), weights, parallelism.clone())
+    }
+
     /// Runs `model` on `weights` (keyed by signature target) and `inputs` (keyed by placeholder
     /// name), uploading both. Returns user outputs as `output_0`, ... and mutated buffers under
     /// their targets. [`Session::load`] keeps the weights on the device instead.

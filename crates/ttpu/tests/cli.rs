@@ -262,3 +262,49 @@ fn emit_fused_prints_the_rewritten_ir_and_no_fuse_turns_it_off() {
     assert!(!fused.contains("stablehlo.transpose"), "{fused}");
     assert!(unfused.contains("stablehlo.transpose"), "{unfused}");
 }
+
+#[test]
+fn lower_lays_a_model_out_over_a_mesh() {
+    let out = ttpu(&["lower", "fixtures/mlp/model.fx", "--devices", "8", "--parallel", "fsdp"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains(r#""sdy.mesh"() {mesh = #sdy.mesh<["devices"=8]>, sym_name = "mesh"}"#), "{text}");
+    assert!(
+        text.contains(r#"%arg0: tensor<32x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"devices"}, {}]>}"#),
+        "fc1.weight split along dim 0: {text}"
+    );
+    assert!(text.contains(r#"-> (tensor<4x8xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {}]>})"#), "{text}");
+    let out = ttpu(&["lower", "fixtures/gpt2_block/model.fx", "--plan", "fixtures/plans/gpt2_block_tp.toml"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains(r#"#sdy.mesh<["dp"=2, "tp"=4]>"#), "{}", stdout(&out));
+}
+
+#[test]
+fn parity_holds_under_a_parallel_plan_and_bad_plans_are_explained() {
+    let mut args = vec!["parity", "fixtures/mlp/model.fx"];
+    args.extend(MLP_DATA);
+    args.extend(["--expected", "fixtures/mlp/expected.safetensors", "--mesh", "dp=2,tp=4", "--parallel", "fsdp"]);
+    let out = ttpu(&args);
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    assert!(stdout(&out).contains("all outputs match"), "{}", stdout(&out));
+
+    let run = |extra: &[&str]| {
+        let mut args = vec!["run", "fixtures/mlp/model.fx", "-o", "/dev/null"];
+        args.extend(MLP_DATA);
+        args.extend(extra);
+        let out = ttpu(&args);
+        assert!(!out.status.success(), "{extra:?} should fail");
+        stderr(&out)
+    };
+    let message = run(&["--devices", "8"]);
+    assert!(message.contains("--devices runs a model over several devices with a plan"), "{message}");
+    let message = run(&["--devices", "4", "--mesh", "dp=2,tp=4", "--parallel", "ddp"]);
+    assert!(message.contains("mesh dp=2,tp=4 has 8 devices, but --devices says 4"), "{message}");
+    let message = run(&["--devices", "8", "--parallel", "ddp"]);
+    assert!(
+        message.contains("input `x` has batch size 4 (dim 0 of f32[4, 16]), which 8 devices cannot split"),
+        "{message}"
+    );
+    let message = run(&["--mesh", "dp=2"]);
+    assert!(message.contains("--mesh needs a plan"), "{message}");
+}

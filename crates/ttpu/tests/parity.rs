@@ -27,20 +27,6 @@ fn assert_parity(name: &str, folder: &Path, outputs: &TensorMap, expected_file: 
     }
 }
 
-/// `inputs.safetensors` and every `inputs_<set>.safetensors`, each with its expected file.
-fn input_sets(folder: &Path) -> Vec<(String, String)> {
-    let mut sets: Vec<(String, String)> = std::fs::read_dir(folder)
-        .expect("fixture folders are readable")
-        .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
-        .filter_map(|file| {
-            let suffix = file.strip_prefix("inputs")?.strip_suffix(".safetensors")?.to_owned();
-            Some((file, format!("expected{suffix}.safetensors")))
-        })
-        .collect();
-    sets.sort();
-    sets
-}
-
 #[test]
 fn every_fixture_and_input_set_matches_pytorch() {
     let fixtures = common::fixtures();
@@ -55,7 +41,7 @@ fn every_fixture_and_input_set_matches_pytorch() {
         } else {
             TensorMap::new()
         };
-        let sets = input_sets(&folder);
+        let sets = common::input_sets(&folder);
         assert!(!sets.is_empty(), "{name} has no inputs");
         // Chained fixtures are successive calls of one module: one resident model runs the sets
         // in order, its mutated buffers carried from call to call.

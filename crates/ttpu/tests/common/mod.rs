@@ -53,3 +53,17 @@ pub fn chained(folder: &Path) -> bool {
     let meta: serde_json::Value = serde_json::from_str(&text).expect("meta.json is JSON");
     meta["chained"].as_bool().unwrap_or(false)
 }
+
+/// `inputs.safetensors` and every `inputs_<set>.safetensors`, each with its expected file.
+pub fn input_sets(folder: &Path) -> Vec<(String, String)> {
+    let mut sets: Vec<(String, String)> = std::fs::read_dir(folder)
+        .expect("fixture folders are readable")
+        .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+        .filter_map(|file| {
+            let suffix = file.strip_prefix("inputs")?.strip_suffix(".safetensors")?.to_owned();
+            Some((file, format!("expected{suffix}.safetensors")))
+        })
+        .collect();
+    sets.sort();
+    sets
+}
