@@ -69,6 +69,7 @@ fn hash_op(op: &Op, hasher: &mut impl Hasher) {
         Op::RngBitGenerator { algorithm, dtype, shape } => (algorithm, dtype, shape).hash(hasher),
         Op::DimSize(dimension) => dimension.hash(hasher),
         Op::ArgSort { dimension, descending } => (dimension, descending).hash(hasher),
+        Op::Collective(collective) => collective.hash(hasher),
     }
 }
 

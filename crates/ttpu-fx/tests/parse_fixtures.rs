@@ -47,6 +47,7 @@ fn every_fixture_parses_with_matching_counts() {
     // (placeholders, nodes, outputs, signature inputs, signature outputs), counted in the files.
     let expected = [
         ("buffer_mutation", (5, 8, 3)),
+        ("buffer_mutation_calls", (5, 8, 3)),
         ("cnn", (12, 12, 1)),
         ("cnn_bf16", (12, 12, 1)),
         ("cnn_dynamic", (12, 13, 1)),
@@ -84,6 +85,7 @@ fn every_fixture_parses_with_matching_counts() {
         ("mlp_bf16", (7, 8, 1)),
         ("mlp_dynamic", (7, 8, 1)),
         ("ops_mix", (6, 88, 13)),
+        ("sequential_input", (7, 9, 1)),
         ("signature_variety", (8, 9, 6)),
         ("tv_convnext_tiny", (183, 317, 1)),
         ("tv_convnext_tiny_bf16", (183, 317, 1)),

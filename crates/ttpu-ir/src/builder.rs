@@ -7,8 +7,8 @@ use smallvec::SmallVec;
 
 use crate::infer::{InferError, infer};
 use crate::{
-    BinaryOp, CompareDirection, ConvDims, DType, Dim, DotDims, GatherDims, Graph, Literal, Loc, Op, ReduceKind,
-    RngAlgorithm, ScatterDims, Shape, TensorType, UnaryOp, ValueId, Window,
+    BinaryOp, Collective, CompareDirection, ConvDims, DType, Dim, DotDims, GatherDims, Graph, Literal, Loc, Op,
+    ReduceKind, RngAlgorithm, ScatterDims, Shape, TensorType, UnaryOp, ValueId, Window,
 };
 
 /// Builds a [`Graph`] node by node.
@@ -93,6 +93,11 @@ impl GraphBuilder {
     /// The size of dim `dimension` of `operand`, as an `i64` scalar.
     pub fn dim_size(&mut self, operand: ValueId, dimension: i64) -> Built {
         self.op(Op::DimSize(dimension), &[operand])
+    }
+
+    /// A collective across the replicas of a replicated program.
+    pub fn collective(&mut self, collective: Collective, operand: ValueId) -> Built {
+        self.op(Op::Collective(collective), &[operand])
     }
 
     /// `iota` counting along `dimension`.

@@ -535,6 +535,86 @@ pub enum Op {
         /// Largest first.
         descending: bool,
     },
+    /// Communication between the replicas of a replicated program (see [`Collective`]).
+    Collective(Collective),
+}
+
+/// A collective across the replicas of a program run as N replicas, one per device. Replica
+/// groups list replica ids; every group has the same size, and no replica appears twice.
+/// Collectives are pure functions of all replicas' operands, so equal collectives on equal
+/// operands may merge, but no rewrite sees through one.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Collective {
+    /// Every replica of a group gets the elementwise `kind`-reduction of the group's operands.
+    AllReduce {
+        /// How elements combine.
+        kind: ReduceKind,
+        /// The replica groups.
+        groups: Vec<Vec<i64>>,
+    },
+    /// Every replica of a group gets the group's operands concatenated along `dimension`, in
+    /// group order.
+    AllGather {
+        /// The dim concatenated along.
+        dimension: i64,
+        /// The replica groups.
+        groups: Vec<Vec<i64>>,
+    },
+    /// The `kind`-reduction of the group's operands, split along `dimension`: the `i`-th
+    /// replica of a group gets the `i`-th block.
+    ReduceScatter {
+        /// How elements combine.
+        kind: ReduceKind,
+        /// The dim split.
+        dimension: i64,
+        /// The replica groups.
+        groups: Vec<Vec<i64>>,
+    },
+    /// Each replica splits its operand along `split_dimension` into one block per group member,
+    /// sends block `j` to member `j`, and concatenates what it receives along
+    /// `concat_dimension`, in group order.
+    AllToAll {
+        /// The dim split.
+        split_dimension: i64,
+        /// The dim concatenated along.
+        concat_dimension: i64,
+        /// The replica groups.
+        groups: Vec<Vec<i64>>,
+    },
+    /// Replica `source` sends its operand to replica `target` for each pair; a replica that is
+    /// no target gets zeros.
+    CollectivePermute {
+        /// `(source, target)` pairs: distinct sources, distinct targets.
+        pairs: Vec<(i64, i64)>,
+    },
+}
+
+impl Collective {
+    /// The StableHLO mnemonic.
+    pub fn mnemonic(&self) -> &'static str {
+        match self {
+            Collective::AllReduce { .. } => "all_reduce",
+            Collective::AllGather { .. } => "all_gather",
+            Collective::ReduceScatter { .. } => "reduce_scatter",
+            Collective::AllToAll { .. } => "all_to_all",
+            Collective::CollectivePermute { .. } => "collective_permute",
+        }
+    }
+
+    /// The mnemonics of every collective, for parsers.
+    pub const MNEMONICS: [&'static str; 5] =
+        ["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "collective_permute"];
+
+    /// The replica groups (none for `collective_permute`).
+    pub fn groups(&self) -> Option<&[Vec<i64>]> {
+        match self {
+            Collective::AllReduce { groups, .. }
+            | Collective::AllGather { groups, .. }
+            | Collective::ReduceScatter { groups, .. }
+            | Collective::AllToAll { groups, .. } => Some(groups),
+            Collective::CollectivePermute { .. } => None,
+        }
+    }
 }
 
 impl Op {
@@ -564,6 +644,7 @@ impl Op {
             Op::RngBitGenerator { .. } => "rng_bit_generator",
             Op::DimSize(_) => "dim_size",
             Op::ArgSort { .. } => "argsort",
+            Op::Collective(collective) => collective.mnemonic(),
         }
     }
 }

@@ -98,7 +98,13 @@ fn mixing_reason(graph: &Graph, node: &Node, symbol: &str) -> Option<String> {
             !operand_dims[0].is_empty() || operand_dims[1].contains(&dims.index_vector_dim)
         }
         // Random bits depend on the whole shape (its shape is static, so this is never reached).
-        Op::Slice { .. } | Op::Concatenate(_) | Op::Pad { .. } | Op::Scatter(_) | Op::RngBitGenerator { .. } => true,
+        // Collectives move data between replicas by position.
+        Op::Slice { .. }
+        | Op::Concatenate(_)
+        | Op::Pad { .. }
+        | Op::Scatter(_)
+        | Op::RngBitGenerator { .. }
+        | Op::Collective(_) => true,
         // The size itself is data: padding would change it.
         Op::DimSize(dimension) | Op::ArgSort { dimension, .. } => operand_dims[0].contains(dimension),
     };

@@ -361,3 +361,114 @@ fn a_sharding_that_does_not_fit_is_refused() {
         runtime.graph_executable(&matmul_graph(8, 12, 8), &CompileSpec::sharded(uneven)).expect_err("12 over 8");
     assert_eq!(error.to_string(), "sharding: input 0: dim 1 has size 12, which 8 devices (x) cannot split evenly");
 }
+
+/// Runs `collective` on 8 replicas, device `d` holding `input(d)` of `dims`; each device's output.
+fn on_eight_replicas(
+    collective: ttpu_ir::Collective,
+    dims: &[i64],
+    input: impl Fn(usize) -> Vec<f32>,
+) -> Vec<Vec<f32>> {
+    let runtime = eight();
+    let mut builder = GraphBuilder::new();
+    let x = builder.input(f32s(dims), None);
+    let y = builder.collective(collective, x).expect("a valid collective");
+    let graph = builder.finish(&[y]);
+    let executable = runtime.graph_executable(&graph, &CompileSpec::replicated(8)).expect("compiles");
+    let buffers: Vec<_> = (0..8)
+        .map(|device| {
+            let data: Vec<u8> = input(device).iter().flat_map(|v| v.to_le_bytes()).collect();
+            runtime.upload(&HostTensor::new(DType::F32, dims.to_vec(), data).expect("valid"), device).expect("up")
+        })
+        .collect();
+    let lists: Vec<Vec<_>> = buffers.iter().map(|buffer| vec![buffer]).collect();
+    let refs: Vec<&[_]> = lists.iter().map(Vec::as_slice).collect();
+    let outputs = executable.run_replicated(&refs).expect("runs");
+    outputs.iter().map(|list| values(&runtime.download(&list[0]).expect("reads"))).collect()
+}
+
+#[test]
+fn collectives_run_across_eight_replicas() {
+    use ttpu_ir::{Collective, ReduceKind};
+    let all = vec![(0..8).collect::<Vec<i64>>()];
+    let halves = vec![vec![0, 1, 2, 3], vec![4, 5, 6, 7]];
+
+    let sums = on_eight_replicas(Collective::AllReduce { kind: ReduceKind::Sum, groups: all.clone() }, &[2], |d| {
+        vec![d as f32, 1.0]
+    });
+    assert!(sums.iter().all(|out| out == &vec![28.0, 8.0]), "{sums:?}");
+
+    let maxima =
+        on_eight_replicas(Collective::AllReduce { kind: ReduceKind::Max, groups: halves.clone() }, &[1], |d| {
+            vec![d as f32]
+        });
+    assert_eq!(maxima, [[3.0]; 4].iter().chain(&[[7.0]; 4]).map(|v| v.to_vec()).collect::<Vec<_>>());
+
+    let gathered = on_eight_replicas(Collective::AllGather { dimension: 0, groups: halves.clone() }, &[1, 2], |d| {
+        vec![d as f32, -(d as f32)]
+    });
+    assert_eq!(gathered[1], vec![0.0, -0.0, 1.0, -1.0, 2.0, -2.0, 3.0, -3.0]);
+    assert_eq!(gathered[6], vec![4.0, -4.0, 5.0, -5.0, 6.0, -6.0, 7.0, -7.0]);
+
+    // Element i of the sum over devices lands on device i.
+    let scattered = on_eight_replicas(
+        Collective::ReduceScatter { kind: ReduceKind::Sum, dimension: 0, groups: all.clone() },
+        &[8],
+        |d| (0..8).map(|i| (10 * i + d) as f32).collect(),
+    );
+    for (device, out) in scattered.iter().enumerate() {
+        assert_eq!(out, &vec![(80 * device + 28) as f32], "device {device}");
+    }
+
+    // Block j of device d goes to device j, which concatenates in sender order.
+    let exchanged = on_eight_replicas(
+        Collective::AllToAll { split_dimension: 0, concat_dimension: 0, groups: all.clone() },
+        &[8],
+        |d| (0..8).map(|j| (10 * d + j) as f32).collect(),
+    );
+    for (device, out) in exchanged.iter().enumerate() {
+        let expected: Vec<f32> = (0..8).map(|sender| (10 * sender + device) as f32).collect();
+        assert_eq!(out, &expected, "device {device}");
+    }
+
+    // A ring without 7 -> 0: device 0 is no target and gets zeros.
+    let pairs: Vec<(i64, i64)> = (0..7).map(|d| (d, d + 1)).collect();
+    let shifted = on_eight_replicas(Collective::CollectivePermute { pairs }, &[1], |d| vec![d as f32 + 1.0]);
+    let expected: Vec<Vec<f32>> = (0..8).map(|d| vec![d as f32]).collect();
+    assert_eq!(shifted, expected);
+}
+
+#[test]
+fn malformed_collectives_are_refused_by_inference() {
+    use ttpu_ir::{Collective, ReduceKind};
+    let mut builder = GraphBuilder::new();
+    let x = builder.input(f32s(&[6]), None);
+    let cases = [
+        (
+            Collective::AllReduce { kind: ReduceKind::Sum, groups: vec![] },
+            "`all_reduce`: needs at least one replica group",
+        ),
+        (
+            Collective::AllGather { dimension: 0, groups: vec![vec![0, 1], vec![2]] },
+            "`all_gather`: replica groups must be non-empty and of one size",
+        ),
+        (
+            Collective::ReduceScatter { kind: ReduceKind::Sum, dimension: 0, groups: vec![vec![0, 1, 2, 3]] },
+            "`reduce_scatter`: dim 0 of size 6 does not fit the replica groups",
+        ),
+        (
+            Collective::AllToAll { split_dimension: 1, concat_dimension: 0, groups: vec![vec![0, 1]] },
+            "`all_to_all`: dim 1 is out of range for rank 1",
+        ),
+        (
+            Collective::CollectivePermute { pairs: vec![(0, 1), (2, 1)] },
+            "`collective_permute`: replica 1 is a target twice",
+        ),
+        (
+            Collective::AllReduce { kind: ReduceKind::Sum, groups: vec![vec![0, 1], vec![1, 2]] },
+            "`all_reduce`: replica 1 is in more than one place of the groups",
+        ),
+    ];
+    for (collective, message) in cases {
+        assert_eq!(builder.collective(collective, x).expect_err("malformed").to_string(), message);
+    }
+}

@@ -576,6 +576,10 @@ fn lower_node<'c>(
             ops::reduce_window(context, operands[0], init, window, kind.combiner(), scalar, result, loc)
         }
         Op::Convolution(dims) => ops::convolution(context, operands[0], operands[1], dims, result, loc),
+        Op::Collective(collective) => {
+            let scalar = tensor_of(context, operand_dtype(), &[])?;
+            ops::collective(context, collective, operands[0], scalar, result, loc)
+        }
         Op::Gather(dims) => ops::gather(context, operands[0], operands[1], dims, result, loc),
         Op::Scatter(dims) => {
             let scalar = tensor_of(context, operand_dtype(), &[])?;

@@ -737,6 +737,68 @@ pub(crate) fn scatter<'c>(
     build("stablehlo.scatter", location, &[operand, scatter_indices, updates], &[result], &attributes, vec![region])
 }
 
+/// `dense<[[...], ...]> : tensor<GxNxi64>` of equal-length rows (replica groups, or
+/// source-target pairs as rows of two).
+fn i64_matrix<'c>(context: &'c Context, rows: &[Vec<i64>]) -> Attribute<'c> {
+    let width = rows.first().map_or(0, Vec::len) as u64;
+    let ty = RankedTensorType::new(&[rows.len() as u64, width], IntegerType::new(context, 64).into(), None).into();
+    let values: Vec<i64> = rows.iter().flatten().copied().collect();
+    DenseElementsAttribute::i64_values(ty, &values).into()
+}
+
+/// A StableHLO collective across the replicas of a replicated program. Without a channel handle
+/// the replica groups name replica ids (cross-replica mode); `scalar` is the 0-d element type the
+/// reducing collectives combine in.
+pub(crate) fn collective<'c>(
+    context: &'c Context,
+    collective: &ttpu_ir::Collective,
+    operand: Value<'c, '_>,
+    scalar: Type<'c>,
+    result: Type<'c>,
+    location: Location<'c>,
+) -> Result<Operation<'c>, Error> {
+    use ttpu_ir::Collective;
+    let groups = |groups: &[Vec<i64>]| named(context, "replica_groups", i64_matrix(context, groups));
+    let (name, attributes, regions) = match collective {
+        Collective::AllReduce { kind, groups: replicas } => (
+            "stablehlo.all_reduce",
+            vec![groups(replicas)],
+            vec![combiner_region(Some(kind.combiner()), scalar, location)?],
+        ),
+        Collective::AllGather { dimension, groups: replicas } => (
+            "stablehlo.all_gather",
+            vec![named(context, "all_gather_dim", i64_attr(context, *dimension)), groups(replicas)],
+            Vec::new(),
+        ),
+        Collective::ReduceScatter { kind, dimension, groups: replicas } => (
+            "stablehlo.reduce_scatter",
+            vec![named(context, "scatter_dimension", i64_attr(context, *dimension)), groups(replicas)],
+            vec![combiner_region(Some(kind.combiner()), scalar, location)?],
+        ),
+        Collective::AllToAll { split_dimension, concat_dimension, groups: replicas } => (
+            "stablehlo.all_to_all",
+            vec![
+                named(context, "split_dimension", i64_attr(context, *split_dimension)),
+                named(context, "concat_dimension", i64_attr(context, *concat_dimension)),
+                named(context, "split_count", i64_attr(context, replicas.first().map_or(1, Vec::len) as i64)),
+                groups(replicas),
+            ],
+            Vec::new(),
+        ),
+        Collective::CollectivePermute { pairs } => {
+            let rows: Vec<Vec<i64>> = pairs.iter().map(|&(source, target)| vec![source, target]).collect();
+            let matrix = if rows.is_empty() {
+                let ty = RankedTensorType::new(&[0, 2], IntegerType::new(context, 64).into(), None).into();
+                DenseElementsAttribute::i64_values(ty, &[]).into()
+            } else {
+                i64_matrix(context, &rows)
+            };
+            ("stablehlo.collective_permute", vec![named(context, "source_target_pairs", matrix)], Vec::new())
+        }
+    };
+    build(name, location, &[operand], &[result], &attributes, regions)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,6 +3,7 @@
 //! [`infer`] is the single source of truth for what an op produces: the builder calls it to type
 //! new values and the verifier calls it again to check stored types.
 
+mod collective;
 mod conv;
 mod elementwise;
 mod gather;
@@ -37,7 +38,7 @@ pub fn infer(op: &Op, operand_types: &[&TensorType]) -> Result<SmallVec<[TensorT
         Op::Slice { .. } | Op::Reduce { .. } | Op::ReduceWindow { .. } => Some(1),
         Op::Binary(_) | Op::Compare(_) | Op::Pad { .. } | Op::DotGeneral(_) => Some(2),
         Op::Convolution(_) | Op::Gather(_) => Some(2),
-        Op::RngBitGenerator { .. } | Op::DimSize(_) | Op::ArgSort { .. } => Some(1),
+        Op::RngBitGenerator { .. } | Op::DimSize(_) | Op::ArgSort { .. } | Op::Collective(_) => Some(1),
         Op::Select | Op::Clamp | Op::Scatter(_) => Some(3),
         Op::Concatenate(_) => None,
     };
@@ -78,6 +79,7 @@ pub fn infer(op: &Op, operand_types: &[&TensorType]) -> Result<SmallVec<[TensorT
             check_dim(op, *dimension, operand_types[0].rank())?;
             TensorType::scalar(DType::I64)
         }
+        Op::Collective(collective) => collective::collective(op, collective, operand_types[0])?,
         Op::ArgSort { dimension, .. } => {
             let operand = operand_types[0];
             if operand.dtype == DType::Bool {

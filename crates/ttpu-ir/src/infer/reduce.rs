@@ -57,7 +57,7 @@ pub(super) fn reduce_window(op: &Op, kind: ReduceKind, operand: &TensorType, win
     Ok(TensorType::new(operand.dtype, shape.into_iter().collect()))
 }
 
-fn check_kind(op: &Op, kind: ReduceKind, dtype: DType) -> InferResult<()> {
+pub(super) fn check_kind(op: &Op, kind: ReduceKind, dtype: DType) -> InferResult<()> {
     let ok = match kind {
         ReduceKind::And | ReduceKind::Or => !dtype.is_float(),
         _ => true,

@@ -5,8 +5,8 @@ use std::fmt;
 use smallvec::SmallVec;
 
 use crate::{
-    BinaryOp, CompareDirection, ConvDims, Dim, DotDims, GatherDims, Literal, Op, ReduceKind, RngAlgorithm, ScatterDims,
-    ScatterKind, TensorType, UnaryOp, Window,
+    BinaryOp, Collective, CompareDirection, ConvDims, Dim, DotDims, GatherDims, Literal, Op, ReduceKind, RngAlgorithm,
+    ScatterDims, ScatterKind, TensorType, UnaryOp, Window,
 };
 
 /// One attribute value.
@@ -161,6 +161,27 @@ pub(crate) fn op_attrs(op: &Op) -> Vec<(&'static str, Attr)> {
         Op::ArgSort { dimension, descending } => {
             vec![("dimension", Attr::Int(*dimension)), ("descending", Attr::Bool(*descending))]
         }
+        Op::Collective(collective) => {
+            let groups = |groups: &[Vec<i64>]| Attr::List(groups.iter().map(|group| ints(group)).collect());
+            let kind = |kind: &ReduceKind| Attr::Ident(kind.mnemonic().into());
+            match collective {
+                Collective::AllReduce { kind: reduce, groups: replicas } => {
+                    vec![("kind", kind(reduce)), ("groups", groups(replicas))]
+                }
+                Collective::AllGather { dimension, groups: replicas } => {
+                    vec![("dimension", Attr::Int(*dimension)), ("groups", groups(replicas))]
+                }
+                Collective::ReduceScatter { kind: reduce, dimension, groups: replicas } => {
+                    vec![("kind", kind(reduce)), ("dimension", Attr::Int(*dimension)), ("groups", groups(replicas))]
+                }
+                Collective::AllToAll { split_dimension, concat_dimension, groups: replicas } => vec![
+                    ("split_dimension", Attr::Int(*split_dimension)),
+                    ("concat_dimension", Attr::Int(*concat_dimension)),
+                    ("groups", groups(replicas)),
+                ],
+                Collective::CollectivePermute { pairs: sends } => vec![("pairs", pairs(sends))],
+            }
+        }
     }
 }
 
@@ -243,6 +264,28 @@ impl AttrReader {
                         [Attr::Int(low), Attr::Int(high)] => Ok((*low, *high)),
                         _ => Err(error()),
                     },
+                    _ => Err(error()),
+                })
+                .collect(),
+            _ => Err(error()),
+        }
+    }
+
+    /// `groups = [[0, 1], [2, 3]]`: replica groups of a collective.
+    fn groups(&mut self) -> Result<Vec<Vec<i64>>, String> {
+        let attr = self.take("groups")?;
+        let error = || format!("attribute `groups` must be a list of lists of replica ids, found `{attr}`");
+        match &attr {
+            Attr::List(groups) => groups
+                .iter()
+                .map(|group| match group {
+                    Attr::List(ids) => ids
+                        .iter()
+                        .map(|id| match id {
+                            Attr::Int(id) => Ok(*id),
+                            _ => Err(error()),
+                        })
+                        .collect(),
                     _ => Err(error()),
                 })
                 .collect(),
@@ -372,6 +415,25 @@ pub(crate) fn op_from_attrs(mnemonic: &str, mut attrs: AttrReader, result: &Tens
         }
         "dim_size" => Op::DimSize(attrs.int("dimension")?),
         "argsort" => Op::ArgSort { dimension: attrs.int("dimension")?, descending: attrs.boolean("descending")? },
+        "all_reduce" => {
+            Op::Collective(Collective::AllReduce { kind: reduce_kind(&attrs.ident("kind")?)?, groups: attrs.groups()? })
+        }
+        "all_gather" => {
+            Op::Collective(Collective::AllGather { dimension: attrs.int("dimension")?, groups: attrs.groups()? })
+        }
+        "reduce_scatter" => Op::Collective(Collective::ReduceScatter {
+            kind: reduce_kind(&attrs.ident("kind")?)?,
+            dimension: attrs.int("dimension")?,
+            groups: attrs.groups()?,
+        }),
+        "all_to_all" => Op::Collective(Collective::AllToAll {
+            split_dimension: attrs.int("split_dimension")?,
+            concat_dimension: attrs.int("concat_dimension")?,
+            groups: attrs.groups()?,
+        }),
+        "collective_permute" => {
+            Op::Collective(Collective::CollectivePermute { pairs: attrs.pairs::<8>("pairs")?.into_vec() })
+        }
         "rng_bit_generator" => {
             let name = attrs.ident("algorithm")?;
             let algorithm = RngAlgorithm::ALL

@@ -89,7 +89,17 @@ pub(crate) static NOTES: &[(&str, Note)] = &[
     ("aten.signbit.default", Note::Partial(SIGN_BIT)),
 ];
 
+/// Why the `torch.distributed` functional collectives (`_c10d_functional.all_reduce`, ...) are
+/// refused: a program exported from one rank names its process group, not devices.
+const C10D: &str = "a collective of `torch.distributed` is exported for one rank of a process group, which \
+                    says nothing of the devices it ran on; export the single-device model and lay it out over \
+                    devices with `--parallel ddp|fsdp` or `--plan` (XLA's partitioner adds the collectives), \
+                    or build the collective in the IR (`ttpu_ir::Collective`)";
+
 /// The note on `name`, if any.
 pub(crate) fn note(name: &str) -> Option<Note> {
+    if name.starts_with("_c10d_functional.") || name.starts_with("c10d_functional.") {
+        return Some(Note::Unsupported(C10D));
+    }
     NOTES.iter().find(|(key, _)| *key == name).map(|(_, note)| *note)
 }
