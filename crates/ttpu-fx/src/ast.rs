@@ -246,6 +246,12 @@ pub enum OutputKind {
     BufferMutation,
     /// `USER_INPUT_MUTATION target='x'`.
     UserInputMutation,
+    /// `LOSS_OUTPUT`: the scalar loss of a joint forward-backward graph.
+    LossOutput,
+    /// `GRADIENT_TO_PARAMETER target='fc1.weight'`.
+    GradientToParameter,
+    /// `GRADIENT_TO_USER_INPUT target='arg9_1'` (the target names the flat input position).
+    GradientToUserInput,
     /// Anything else, kept by name.
     Other(String),
 }

@@ -945,12 +945,22 @@ impl<'s> Parser<'s> {
     fn output_spec(&mut self) -> Result<OutputSpec> {
         let (name, start) = self.spec_name("an output like `y: USER_OUTPUT`, or `Range constraints:`")?;
         let kind_text = self.spec_kind("an output kind like `USER_OUTPUT` or `BUFFER_MUTATION`")?;
-        let needs_target = matches!(kind_text, "BUFFER_MUTATION" | "USER_INPUT_MUTATION" | "PARAMETER_MUTATION");
+        let needs_target = matches!(
+            kind_text,
+            "BUFFER_MUTATION"
+                | "USER_INPUT_MUTATION"
+                | "PARAMETER_MUTATION"
+                | "GRADIENT_TO_PARAMETER"
+                | "GRADIENT_TO_USER_INPUT"
+        );
         let target = self.spec_target(kind_text, needs_target)?;
         let kind = match kind_text {
             "USER_OUTPUT" => OutputKind::UserOutput,
             "BUFFER_MUTATION" => OutputKind::BufferMutation,
             "USER_INPUT_MUTATION" => OutputKind::UserInputMutation,
+            "LOSS_OUTPUT" => OutputKind::LossOutput,
+            "GRADIENT_TO_PARAMETER" => OutputKind::GradientToParameter,
+            "GRADIENT_TO_USER_INPUT" => OutputKind::GradientToUserInput,
             other => OutputKind::Other(other.to_owned()),
         };
         let span = Span { start, end: self.cur.prev_end() };

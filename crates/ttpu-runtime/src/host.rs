@@ -121,6 +121,15 @@ pub fn safetensors_from_bytes(bytes: &[u8]) -> std::result::Result<TensorMap, St
 
 /// Writes tensors to a safetensors file.
 pub fn write_safetensors(path: &Path, tensors: &TensorMap) -> Result<()> {
+    write_safetensors_with_metadata(path, tensors, None)
+}
+
+/// Writes tensors and a string-to-string metadata map to a safetensors file.
+pub fn write_safetensors_with_metadata(
+    path: &Path,
+    tensors: &TensorMap,
+    metadata: Option<std::collections::HashMap<String, String>>,
+) -> Result<()> {
     let safetensors_error = |message: String| Error::Safetensors { path: path.to_owned(), message };
     let views: Vec<(String, safetensors::tensor::TensorView<'_>)> = tensors
         .iter()
@@ -136,7 +145,7 @@ pub fn write_safetensors(path: &Path, tensors: &TensorMap) -> Result<()> {
                 .map_err(|error| safetensors_error(error.to_string()))
         })
         .collect::<Result<_>>()?;
-    let bytes = safetensors::serialize(views, None).map_err(|error| safetensors_error(error.to_string()))?;
+    let bytes = safetensors::serialize(views, metadata).map_err(|error| safetensors_error(error.to_string()))?;
     std::fs::write(path, bytes).map_err(|source| Error::Io { path: path.to_owned(), source })
 }
 

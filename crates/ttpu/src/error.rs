@@ -120,6 +120,12 @@ pub enum Error {
         /// What does not fit, naming the tensor.
         message: String,
     },
+    /// A joint graph, optimizer or checkpoint that cannot train.
+    #[error("training: {message}")]
+    Training {
+        /// What is wrong.
+        message: String,
+    },
     /// A bug in ttpu: something that cannot happen did.
     #[error("internal error (a ttpu bug): {message}")]
     Bug {

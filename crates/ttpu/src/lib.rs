@@ -28,12 +28,15 @@ pub mod parallel;
 pub mod parity;
 pub mod pipeline;
 mod session;
+pub mod train;
 
 pub use compiler::{CompileOptions, Compiled, Compiler};
 pub use error::{Error, Result};
 pub use loaded::{DeviceOutputs, LoadedModel, Prepared};
 pub use parallel::{Parallelism, Plan, PlanFile};
 pub use session::{Bucketing, Model, Session};
+pub use train::{AdamW, Optimizer, Sgd, Trainer};
+pub use ttpu_ir::DType;
 pub use ttpu_ir::{Mesh, Sharding};
 pub use ttpu_runtime::{
     CacheSource, CompileInfo, Counters, HostTensor, Runtime, RuntimeOptions, TensorMap, read_safetensors,

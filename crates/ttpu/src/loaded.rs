@@ -99,6 +99,36 @@ impl DeviceOutputs {
         self.buffers.get(replica)?.get(index)
     }
 
+    /// Output `key` of replica `replica` copied to the host (a sharded model's assembled from
+    /// the devices' shards, whatever `replica`), cut back to the sizes the inputs gave.
+    pub fn get(&self, key: &str, replica: usize) -> Result<HostTensor> {
+        let index = self.keys.iter().position(|(known, _)| known == key).ok_or_else(|| Error::UnknownState {
+            key: key.to_owned(),
+            known: self.keys.iter().map(|(key, _)| format!("`{key}`")).collect::<Vec<_>>().join(", "),
+        })?;
+        let ty = &self.keys[index].1;
+        let tensor = match &self.layout {
+            Some((mesh, placements)) => {
+                let shards = self
+                    .buffers
+                    .iter()
+                    .map(|buffers| self.runtime.download(&buffers[index]))
+                    .collect::<Result<Vec<HostTensor>, _>>()?;
+                let (sharding, shape) = &placements[index];
+                assemble(&shards, sharding, mesh, shape)?
+            }
+            None => {
+                let buffers = self
+                    .buffers
+                    .get(replica)
+                    .ok_or(ttpu_runtime::Error::NoSuchDevice { index: replica, count: self.buffers.len() })?;
+                self.runtime.download(&buffers[index])?
+            }
+        };
+        let true_shape = resolved_shape(ty, &tensor.shape, &self.symbol_values);
+        Ok(if true_shape == tensor.shape { tensor } else { resize(&tensor, &true_shape) })
+    }
+
     /// Every output of every replica copied to the host, cut back to the sizes the inputs gave.
     /// A sharded model's outputs are assembled from the devices' shards: one map.
     pub fn to_host(&self) -> Result<Vec<TensorMap>> {
@@ -243,6 +273,17 @@ impl LoadedModel {
             most = most.max(total);
         }
         Ok(most)
+    }
+
+    /// The keys of the weights and buffers the model keeps resident, in signature order.
+    pub fn state_keys(&self) -> Vec<String> {
+        self.model
+            .signature()
+            .inputs
+            .iter()
+            .filter(|input| input.role != InputRole::UserInput)
+            .map(|input| input.key.clone())
+            .collect()
     }
 
     /// The resident buffer of weight or buffer `key` (a signature target) on `replica`. After a

@@ -30,7 +30,8 @@ pub struct Model {
 }
 
 struct ModelInner {
-    program: ttpu_fx::ast::Program,
+    /// The parsed program, to import other sizes; `None` for a module built in Rust (static).
+    program: Option<ttpu_fx::ast::Program>,
     module: Module,
     padding: PaddingVerdicts,
     compiler: Compiler,
@@ -127,10 +128,14 @@ impl Model {
         if let Some(found) = cache.get(&cache_key) {
             return Ok(found.clone());
         }
-        let module = if symbol_values.is_empty() {
-            inner.module.clone()
-        } else {
-            inner.compiler.import_program(&inner.program, &CompileOptions { symbol_values, ..inner.options.clone() })?
+        let module = match &inner.program {
+            _ if symbol_values.is_empty() => inner.module.clone(),
+            Some(program) => {
+                inner.compiler.import_program(program, &CompileOptions { symbol_values, ..inner.options.clone() })?
+            }
+            None => {
+                return Err(Error::Bug { message: "a model built from a module has symbolic dims".into() });
+            }
         };
         let specialisation = Arc::new(Specialisation { module, executables: Mutex::new(Vec::new()) });
         cache.insert(cache_key, specialisation.clone());
@@ -191,9 +196,28 @@ impl Session {
         let (module, padding) = self.compiler.import_dynamic(&program, &self.options)?;
         Ok(Model {
             inner: Arc::new(ModelInner {
-                program,
+                program: Some(program),
                 module,
                 padding,
+                compiler: self.compiler.clone(),
+                options: self.options.clone(),
+                specialisations: Mutex::new(IndexMap::new()),
+            }),
+        })
+    }
+
+    /// A model of a module built in Rust (a training step, say); its shapes must be static.
+    pub fn model_from_module(&self, module: Module) -> Result<Model> {
+        if let Some(input) = module.signature.inputs.iter().find(|input| !input.ty.shape.is_static()) {
+            return Err(Error::Bug {
+                message: format!("a module built in Rust must have static shapes; `{}` is {}", input.key, input.ty),
+            });
+        }
+        Ok(Model {
+            inner: Arc::new(ModelInner {
+                program: None,
+                padding: Vec::new(),
+                module,
                 compiler: self.compiler.clone(),
                 options: self.options.clone(),
                 specialisations: Mutex::new(IndexMap::new()),

@@ -72,6 +72,19 @@ pub enum OutputRole {
     BufferMutation,
     /// The new value of a mutated user input, written under the input's name.
     UserInputMutation,
+    /// The scalar loss of a joint forward-backward graph, written as `loss`.
+    Loss,
+    /// The gradient of the loss with respect to a parameter, written as `grad.<target>`.
+    GradientToParameter {
+        /// The parameter's target (`fc1.weight`).
+        target: String,
+    },
+    /// The gradient of the loss with respect to a user input, written as
+    /// `grad_input.<placeholder>`.
+    GradientToUserInput {
+        /// The input's placeholder name.
+        input: String,
+    },
 }
 
 /// One graph output, in graph-output order (mutations first, as PyTorch returns them).

@@ -177,6 +177,20 @@ pub(crate) fn outputs<'e>(
             OutputKind::UserInputMutation => {
                 (target("USER_INPUT_MUTATION", &|role| *role == InputRole::UserInput)?, OutputRole::UserInputMutation)
             }
+            OutputKind::LossOutput => {
+                if outputs.iter().any(|output: &ModelOutput| output.role == OutputRole::Loss) {
+                    return Err(error(program, spec.span, "a joint graph has one LOSS_OUTPUT".into()));
+                }
+                ("loss".to_owned(), OutputRole::Loss)
+            }
+            OutputKind::GradientToParameter => {
+                let target = target("GRADIENT_TO_PARAMETER", &|role| *role == InputRole::Parameter)?;
+                (format!("grad.{target}"), OutputRole::GradientToParameter { target })
+            }
+            OutputKind::GradientToUserInput => {
+                let input = gradient_input(program, spec)?;
+                (format!("grad_input.{input}"), OutputRole::GradientToUserInput { input })
+            }
             OutputKind::Other(kind) => {
                 return Err(error(
                     program,
@@ -189,6 +203,42 @@ pub(crate) fn outputs<'e>(
         outputs.push(ModelOutput { key, role, ty: builder.ty(value).clone() });
     }
     Ok((values, outputs))
+}
+
+/// The placeholder a `GRADIENT_TO_USER_INPUT` output belongs to. PyTorch names it by flat input
+/// position (`arg9_1` is the tenth placeholder of `forward`), not by the placeholder's name.
+fn gradient_input(program: &Program, spec: &crate::ast::OutputSpec) -> Result<String> {
+    let target = spec.target.as_deref().unwrap_or_default();
+    let position = target
+        .strip_prefix("arg")
+        .and_then(|rest| rest.strip_suffix("_1"))
+        .and_then(|index| index.parse::<usize>().ok());
+    let placeholder = position.and_then(|index| program.placeholders.get(index)).or_else(|| {
+        // A target that is a placeholder name is taken as it is.
+        program.placeholders.iter().find(|placeholder| placeholder.name == target)
+    });
+    let Some(placeholder) = placeholder else {
+        return Err(error(
+            program,
+            spec.span,
+            format!(
+                "GRADIENT_TO_USER_INPUT target `{target}` names no input (`argN_1` is the N-th of {} placeholders)",
+                program.placeholders.len()
+            ),
+        ));
+    };
+    let is_user =
+        program.signature.inputs.iter().any(|input| {
+            program.names_placeholder(&input.name, &placeholder.name) && input.kind == InputKind::UserInput
+        });
+    if !is_user {
+        return Err(error(
+            program,
+            spec.span,
+            format!("GRADIENT_TO_USER_INPUT target `{target}` is `{}`, which is not a user input", placeholder.name),
+        ));
+    }
+    Ok(placeholder.name.clone())
 }
 
 /// A returned non-name, as printed.

@@ -186,6 +186,11 @@ pub(crate) static TABLE: &[OpDef] = &[
         nn::batch_norm_legit,
     ),
     def("aten._native_batch_norm_legit.no_stats", "input, weight, bias, training, momentum, eps", nn::batch_norm_legit),
+    def(
+        "aten._native_batch_norm_legit_functional.default",
+        "input, weight, bias, running_mean, running_var, training, momentum, eps",
+        nn::batch_norm_functional,
+    ),
     def("aten._cdist_forward.default", "x1, x2, p, compute_mode", nn::cdist),
     def("aten._pdist_forward.default", "self, p", nn::pdist),
     def(

@@ -623,6 +623,67 @@ pub(super) fn batch_norm_legit(cx: &mut Cx<'_>, args: &Args) -> Result<Imported>
         }
         return batch_norm_inference(cx, args);
     }
+    let (out, mean, invstd, _) = batch_norm_training(cx, args)?;
+    Ok(Imported::Tuple(vec![Imported::Tensor(out), Imported::Tensor(mean), Imported::Tensor(invstd)]))
+}
+
+/// `_native_batch_norm_legit_functional(input, weight, bias, running_mean, running_var, training,
+/// momentum, eps)` → (out, save_mean, save_invstd, new_running_mean, new_running_var): training-mode
+/// BatchNorm as a joint graph exports it. In training the batch's statistics normalise and the
+/// running statistics move toward them by `momentum`, the variance unbiased (`n / (n - 1)`), as
+/// PyTorch updates them; outside training the running statistics normalise and come back
+/// unchanged, with empty saved statistics.
+pub(super) fn batch_norm_functional(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let (running_mean, running_var) = (args.tensor("running_mean")?, args.tensor("running_var")?);
+    if !args.bool_or("training", false)? {
+        let Imported::Tensor(out) = batch_norm_inference(cx, args)? else {
+            return Err(cx.bad("batch norm in eval mode gave no tensor"));
+        };
+        let compute = opmath(cx.dtype(args.tensor("input")?));
+        let empty = cx.b.constant(Literal::splat(compute, &[0], Scalar::Float(0.0)));
+        return Ok(Imported::Tuple(vec![
+            Imported::Tensor(out),
+            Imported::Tensor(empty),
+            Imported::Tensor(empty),
+            Imported::Tensor(running_mean),
+            Imported::Tensor(running_var),
+        ]));
+    }
+    let momentum = args.scalar("momentum")?.as_f64();
+    let (out, mean, invstd, var) = batch_norm_training(cx, args)?;
+    let x = args.tensor("input")?;
+    let n: i64 = (0..cx.rank(x))
+        .filter(|&dim| dim != 1)
+        .map(|dim| cx.static_dim(x, dim, "batch norm"))
+        .product::<Result<i64>>()?;
+    let compute = cx.dtype(mean);
+    // running = (1 - momentum) * running + momentum * batch, in the running statistics' dtype
+    // after computing in opmath.
+    let update = |cx: &mut Cx<'_>, running: ValueId, batch: ValueId| -> Result<ValueId> {
+        let dtype = cx.dtype(running);
+        let old = cx.convert(running, compute)?;
+        let kept = cx.binary_scalar(BinaryOp::Multiply, old, Scalar::Float(1.0 - momentum))?;
+        let moved = cx.binary_scalar(BinaryOp::Multiply, batch, Scalar::Float(momentum))?;
+        let sum = cx.binary(BinaryOp::Add, kept, moved)?;
+        cx.convert(sum, dtype)
+    };
+    let new_mean = update(cx, running_mean, mean)?;
+    // Bessel's correction; a batch of one element gives inf/NaN as in PyTorch.
+    let unbiased = cx.binary_scalar(BinaryOp::Multiply, var, Scalar::Float(n as f64))?;
+    let unbiased = cx.binary_scalar(BinaryOp::Divide, unbiased, Scalar::Float((n - 1) as f64))?;
+    let new_var = update(cx, running_var, unbiased)?;
+    Ok(Imported::Tuple(vec![
+        Imported::Tensor(out),
+        Imported::Tensor(mean),
+        Imported::Tensor(invstd),
+        Imported::Tensor(new_mean),
+        Imported::Tensor(new_var),
+    ]))
+}
+
+/// Training-mode BatchNorm from the batch's own statistics: (out, mean, invstd, biased var), the
+/// statistics in opmath.
+fn batch_norm_training(cx: &mut Cx<'_>, args: &Args) -> Result<(ValueId, ValueId, ValueId, ValueId)> {
     let x = args.tensor("input")?;
     let (weight, bias) = (args.opt_tensor("weight")?, args.opt_tensor("bias")?);
     let eps = args.scalar("eps")?;
@@ -655,11 +716,7 @@ pub(super) fn batch_norm_legit(cx: &mut Cx<'_>, args: &Args) -> Result<Imported>
         }
     }
     let out = cx.convert(out, dtype)?;
-    Ok(Imported::Tuple(vec![
-        Imported::Tensor(out),
-        Imported::Tensor(cx.convert(mean, compute)?),
-        Imported::Tensor(cx.convert(invstd, compute)?),
-    ]))
+    Ok((out, mean, invstd, var))
 }
 
 /// `|a - b|` reduced to the p-norm over the last dim of `diff` (`p` 0: nonzero count, inf: max).
