@@ -83,6 +83,8 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Train a joint forward-backward graph (`_export_forward_backward`) with SGD or AdamW.
+    Train(Box<TrainArgs>),
     /// Run a model and compare its outputs with expected ones; exits 0 only if all match.
     Parity {
         /// The `.fx` file.
@@ -139,6 +141,118 @@ struct DataArgs {
     fuse: FuseArgs,
     #[command(flatten)]
     parallel: ParallelArgs,
+}
+
+#[derive(clap::Args)]
+struct TrainArgs {
+    /// The joint graph's `.fx` file.
+    model: PathBuf,
+    /// Initial parameters and buffers, keyed by target.
+    #[arg(long)]
+    weights: Option<PathBuf>,
+    /// Every user input of the graph with a leading step dim (`x: f32[S, batch, ...]`); step i
+    /// uses slice `i mod S`.
+    #[arg(long)]
+    data: PathBuf,
+    /// Steps to run in all (a resumed run continues up to this many).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    steps: u64,
+    /// The optimizer, as torch.optim computes it.
+    #[arg(long, value_enum)]
+    optimizer: OptimizerKind,
+    /// Learning rate (default 1e-3, torch.optim's).
+    #[arg(long)]
+    lr: Option<f64>,
+    /// SGD momentum (default 0).
+    #[arg(long)]
+    momentum: Option<f64>,
+    /// SGD dampening (default 0).
+    #[arg(long)]
+    dampening: Option<f64>,
+    /// SGD Nesterov momentum.
+    #[arg(long)]
+    nesterov: bool,
+    /// AdamW betas as `B1,B2` (default 0.9,0.999).
+    #[arg(long, value_parser = parse_betas)]
+    betas: Option<(f64, f64)>,
+    /// AdamW epsilon (default 1e-8).
+    #[arg(long)]
+    eps: Option<f64>,
+    /// Weight decay (SGD default 0, AdamW default 1e-2).
+    #[arg(long)]
+    weight_decay: Option<f64>,
+    /// AdamW's amsgrad variant.
+    #[arg(long)]
+    amsgrad: bool,
+    /// Maximize the objective instead.
+    #[arg(long)]
+    maximize: bool,
+    /// Where to write the final parameters and buffers, keyed by target.
+    #[arg(short, long)]
+    output: PathBuf,
+    /// Append one JSON line per step (`{"step": i, "loss": ...}`) to this file.
+    #[arg(long)]
+    log: Option<PathBuf>,
+    /// Write a checkpoint every K steps (and after the last) into `--checkpoint-dir`.
+    #[arg(long, requires = "checkpoint_dir", value_parser = clap::value_parser!(u64).range(1..))]
+    checkpoint_every: Option<u64>,
+    /// The checkpoint folder.
+    #[arg(long)]
+    checkpoint_dir: Option<PathBuf>,
+    /// Continue from the newest checkpoint in this folder.
+    #[arg(long)]
+    resume: Option<PathBuf>,
+    /// The PJRT plugin.
+    #[arg(long)]
+    plugin: Option<PathBuf>,
+    /// Neither read nor write the compile cache on disk.
+    #[arg(long)]
+    no_cache: bool,
+    #[command(flatten)]
+    parallel: ParallelArgs,
+}
+
+#[derive(Copy, Clone, PartialEq, Eq, ValueEnum)]
+enum OptimizerKind {
+    /// torch.optim.SGD.
+    Sgd,
+    /// torch.optim.AdamW.
+    Adamw,
+}
+
+fn parse_betas(text: &str) -> Result<(f64, f64), String> {
+    let (first, second) = text.split_once(',').ok_or_else(|| format!("expected B1,B2, found `{text}`"))?;
+    let parse = |value: &str| value.trim().parse::<f64>().map_err(|_| format!("expected a number, found `{value}`"));
+    Ok((parse(first)?, parse(second)?))
+}
+
+impl TrainArgs {
+    fn optimizer(&self) -> ttpu::Optimizer {
+        match self.optimizer {
+            OptimizerKind::Sgd => {
+                let defaults = ttpu::Sgd::default();
+                ttpu::Optimizer::Sgd(ttpu::Sgd {
+                    lr: self.lr.unwrap_or(defaults.lr),
+                    momentum: self.momentum.unwrap_or(defaults.momentum),
+                    dampening: self.dampening.unwrap_or(defaults.dampening),
+                    weight_decay: self.weight_decay.unwrap_or(defaults.weight_decay),
+                    nesterov: self.nesterov,
+                    maximize: self.maximize,
+                })
+            }
+            OptimizerKind::Adamw => {
+                let defaults = ttpu::AdamW::default();
+                ttpu::Optimizer::AdamW(ttpu::AdamW {
+                    lr: self.lr.unwrap_or(defaults.lr),
+                    betas: self.betas.unwrap_or(defaults.betas),
+                    eps: self.eps.unwrap_or(defaults.eps),
+                    weight_decay: self.weight_decay.unwrap_or(defaults.weight_decay),
+                    amsgrad: self.amsgrad,
+                    maximize: self.maximize,
+                })
+            }
+        }
+    }
 }
 
 #[derive(clap::Args)]
@@ -300,6 +414,10 @@ fn run(cli: Cli) -> Result<ExitCode, Report> {
             } else {
                 print!("{}", results.table());
             }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Train(args) => {
+            train(&args)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Parity { model, data, expected, rtol, atol } => {
@@ -648,6 +766,118 @@ impl BenchResults {
         }
         lines.join("\n") + "\n"
     }
+}
+
+/// `ttpu train`: the loop, its log and checkpoints.
+fn train(args: &TrainArgs) -> Result<(), Report> {
+    use std::io::Write;
+    let (source, path) = read_model(&args.model)?;
+    let fail = |error: ttpu::Error| report(error, &source);
+    let parallelism = args.parallel.parallelism(&source)?;
+    let data_args = DataArgs {
+        weights: args.weights.clone(),
+        inputs: args.data.clone(),
+        plugin: args.plugin.clone(),
+        no_cache: args.no_cache,
+        fuse: FuseArgs { no_fuse: false, fast_math: false, seed: 0 },
+        parallel: ParallelArgs { devices: None, mesh: None, parallel: None, plan: None },
+    };
+    let session = session(&data_args, args.parallel.device_count(parallelism.as_ref()), &source)?;
+    let model = session.load_model(&source, &path).map_err(fail)?;
+    let data = read_safetensors(&args.data).map_err(|error| report(error.into(), &source))?;
+    let data = ttpu::train::StepData::new(data).map_err(fail)?;
+    let optimizer = args.optimizer();
+    let trainer = match &args.resume {
+        Some(dir) => {
+            let checkpoint = latest_checkpoint(dir)?;
+            eprintln!("resuming from {}", checkpoint.display());
+            ttpu::Trainer::resume(&session, &model, &checkpoint, optimizer, parallelism.as_ref()).map_err(fail)?
+        }
+        None => {
+            let weights = read_weights(&data_args, &source)?;
+            ttpu::Trainer::new(&session, &model, &weights, optimizer, parallelism.as_ref()).map_err(fail)?
+        }
+    };
+    let first = trainer.steps_done().map_err(fail)?;
+    let mut log = match &args.log {
+        Some(file) => Some(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(file)
+                .map_err(|error| miette::miette!("{}: {error}", file.display()))?,
+        ),
+        None => None,
+    };
+    if let Some(dir) = &args.checkpoint_dir {
+        std::fs::create_dir_all(dir).map_err(|error| miette::miette!("{}: {error}", dir.display()))?;
+    }
+    let bar = indicatif::ProgressBar::new(args.steps);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:30} step {pos}/{len}  {msg}  {per_sec}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    bar.set_position(first.min(args.steps));
+    let checkpoint = |step: u64| -> Result<(), Report> {
+        if let Some(dir) = &args.checkpoint_dir {
+            trainer.save_checkpoint(&dir.join(format!("step-{step:08}.safetensors"))).map_err(fail)?;
+        }
+        Ok(())
+    };
+    // The first step compiles (or loads from the cache); steady-state time is measured after it.
+    let mut first_step_s = 0.0;
+    let mut steady = None;
+    for step in first..args.steps {
+        let start = Instant::now();
+        let loss = trainer.step(&data.batch(step)).map_err(fail)?;
+        if step == first {
+            first_step_s = start.elapsed().as_secs_f64();
+            steady = Some((Instant::now(), 0u64));
+        } else if let Some((_, count)) = &mut steady {
+            *count += 1;
+        }
+        if let Some(log) = &mut log {
+            writeln!(log, "{}", serde_json::json!({"step": step, "loss": loss}))
+                .map_err(|error| miette::miette!("writing the log: {error}"))?;
+        }
+        bar.set_message(format!("loss {loss:.6}"));
+        bar.inc(1);
+        if args.checkpoint_every.is_some_and(|every| (step + 1) % every == 0) {
+            checkpoint(step + 1)?;
+        }
+    }
+    bar.finish();
+    if args.checkpoint_every.is_some_and(|every| args.steps % every != 0) {
+        checkpoint(args.steps)?;
+    }
+    let weights = trainer.weights().map_err(fail)?;
+    write_safetensors(&args.output, &weights).map_err(|error| report(error.into(), &source))?;
+    println!("trained {} steps; wrote {} tensors to {}", args.steps, weights.len(), args.output.display());
+    if let Some((start, count)) = steady
+        && count > 0
+    {
+        let per_step_ms = start.elapsed().as_secs_f64() * 1e3 / count as f64;
+        println!(
+            "first step {:.3} s (compile included); then {per_step_ms:.3} ms/step over {count} steps",
+            first_step_s
+        );
+    }
+    Ok(())
+}
+
+/// The checkpoint of the most steps in `dir` (`step-NNNNNNNN.safetensors`).
+fn latest_checkpoint(dir: &Path) -> Result<PathBuf, Report> {
+    let entries = std::fs::read_dir(dir).map_err(|error| miette::miette!("--resume {}: {error}", dir.display()))?;
+    entries
+        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+        .filter_map(|path| {
+            let name = path.file_name()?.to_str()?;
+            let step = name.strip_prefix("step-")?.strip_suffix(".safetensors")?.parse::<u64>().ok()?;
+            Some((step, path))
+        })
+        .max()
+        .map(|(_, path)| path)
+        .ok_or_else(|| miette::miette!("--resume {}: no checkpoint `step-N.safetensors` in it", dir.display()))
 }
 
 /// A report that labels the source span of frontend errors.

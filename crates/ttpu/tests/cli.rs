@@ -308,3 +308,85 @@ fn parity_holds_under_a_parallel_plan_and_bad_plans_are_explained() {
     let message = run(&["--mesh", "dp=2"]);
     assert!(message.contains("--mesh needs a plan"), "{message}");
 }
+
+#[test]
+fn train_resumes_exactly_and_logs_each_step() {
+    let dir = std::env::temp_dir().join(format!("ttpu-cli-train-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let path = |name: &str| dir.join(name).to_str().expect("utf-8").to_owned();
+    let train = |steps: &str, extra: &[&str]| {
+        let mut args = vec![
+            "train",
+            "fixtures/train_mlp/model.fx",
+            "--data",
+            "fixtures/train_mlp/data.safetensors",
+            "--optimizer",
+            "sgd",
+            "--lr",
+            "0.05",
+            "--momentum",
+            "0.9",
+            "--steps",
+            steps,
+        ];
+        args.extend(extra);
+        let out = ttpu(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        stdout(&out)
+    };
+    let (straight, resumed, log, checkpoints) =
+        (path("straight.safetensors"), path("resumed.safetensors"), path("log.jsonl"), path("ck"));
+    let weights = ["--weights", "fixtures/train_mlp/weights.safetensors"];
+    let text = train("6", &[weights[0], weights[1], "-o", &straight]);
+    assert!(text.contains("trained 6 steps; wrote 6 tensors to"), "{text}");
+    train(
+        "4",
+        &[
+            weights[0],
+            weights[1],
+            "-o",
+            &path("half.safetensors"),
+            "--checkpoint-every",
+            "2",
+            "--checkpoint-dir",
+            &checkpoints,
+            "--log",
+            &log,
+        ],
+    );
+    train("6", &["-o", &resumed, "--resume", &checkpoints, "--log", &log]);
+    assert_eq!(std::fs::read(&straight).expect("a"), std::fs::read(&resumed).expect("b"), "bit for bit");
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&log)
+        .expect("log")
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("a JSON line"))
+        .collect();
+    assert_eq!(lines.iter().map(|line| line["step"].as_u64().expect("step")).collect::<Vec<_>>(), [0, 1, 2, 3, 4, 5]);
+    assert!(lines.iter().all(|line| line["loss"].as_f64().is_some_and(f64::is_finite)));
+    // A damaged newest checkpoint is refused, not trusted.
+    let newest = dir.join("ck/step-00000004.safetensors");
+    let bytes = std::fs::read(&newest).expect("checkpoint");
+    std::fs::write(&newest, &bytes[..bytes.len() - 100]).expect("truncate");
+    let out = ttpu(&[
+        "train",
+        "fixtures/train_mlp/model.fx",
+        "--data",
+        "fixtures/train_mlp/data.safetensors",
+        "--optimizer",
+        "sgd",
+        "--lr",
+        "0.05",
+        "--momentum",
+        "0.9",
+        "--steps",
+        "6",
+        "-o",
+        &resumed,
+        "--resume",
+        &checkpoints,
+    ]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("it may be torn or corrupt"), "{}", stderr(&out));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -27,7 +27,7 @@ const ALLOWED_DEV_EDGES: &[(&str, &[&str])] =
     &[("ttpu-stablehlo", &["ttpu-pjrt"]), ("ttpu-ir", &["ttpu-filetest"]), ("ttpu-fuse", &["ttpu-filetest"])];
 
 /// Crates that only binaries may use.
-const BINARY_ONLY: &[&str] = &["clap", "anyhow", "miette", "tracing-subscriber"];
+const BINARY_ONLY: &[&str] = &["clap", "anyhow", "miette", "tracing-subscriber", "indicatif"];
 
 fn manifests() -> Vec<(String, String)> {
     let mut res = vec![];
