@@ -105,6 +105,10 @@ pub enum SymExpr {
     FloorDiv(Box<SymExpr>, Box<SymExpr>),
     /// `lhs % rhs`.
     Mod(Box<SymExpr>, Box<SymExpr>),
+    /// `Min(lhs, rhs)` (sympy's `Min` of more arguments nests).
+    Min(Box<SymExpr>, Box<SymExpr>),
+    /// `Max(lhs, rhs)`.
+    Max(Box<SymExpr>, Box<SymExpr>),
 }
 
 /// One parameter of `forward`: `x: "f32[4, 16]"`.
@@ -281,8 +285,11 @@ pub struct Signature {
 /// `s77: VR[2, 1024]`; `max` is `None` for `int_oo`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RangeConstraint {
-    /// The symbol.
+    /// The symbol; for a derived constraint, the expression as printed.
     pub symbol: String,
+    /// For a key that is an expression of symbols (`2*s85: VR[4, int_oo]`, printed for a `Dim`
+    /// defined as `2*k`), that expression; `None` for a plain symbol.
+    pub derived: Option<SymExpr>,
     /// Lower bound.
     pub min: i64,
     /// Upper bound, `None` if unbounded.

@@ -977,7 +977,15 @@ impl<'s> Parser<'s> {
             if self.cur.eat("}") {
                 break;
             }
-            let symbol = self.cur.expect_ident("a symbol like `s0`")?;
+            let symbol = self.cur.peek();
+            let key_start = symbol.span.start;
+            let key = if symbol.kind == TokenKind::Ident && self.cur.is(self.cur.peek_at(1), ":") {
+                self.cur.bump();
+                None
+            } else {
+                Some(sym_expr(&mut self.cur, 0)?)
+            };
+            let key_end = self.cur.prev_end();
             self.cur.expect(":", "`:` after the symbol")?;
             self.cur.expect("VR", "a range like `VR[2, 1024]`")?;
             self.cur.expect("[", "`[`")?;
@@ -986,7 +994,13 @@ impl<'s> Parser<'s> {
             let max = self.bound("an upper bound (an integer or `int_oo`)", true)?;
             self.cur.expect("]", "`]`")?;
             let span = Span { start: symbol.span.start, end: self.cur.prev_end() };
-            constraints.push(RangeConstraint { symbol: self.cur.text(symbol).to_owned(), min, max, span });
+            let (name, derived) = match key {
+                // A bare symbol in parentheses is still a symbol.
+                Some(SymExpr::Symbol(name)) => (name, None),
+                Some(expr) => (self.cur.src.get(key_start..key_end).unwrap_or_default().to_owned(), Some(expr)),
+                None => (self.cur.text(symbol).to_owned(), None),
+            };
+            constraints.push(RangeConstraint { symbol: name, derived, min, max, span });
             if !self.cur.eat(",") && !self.cur.at("}") {
                 return Err(self.cur.error(self.cur.peek(), "`,` or `}`"));
             }
@@ -1200,11 +1214,14 @@ fn sym_nodes(expr: &SymExpr) -> usize {
         | SymExpr::Sub(lhs, rhs)
         | SymExpr::Mul(lhs, rhs)
         | SymExpr::FloorDiv(lhs, rhs)
-        | SymExpr::Mod(lhs, rhs) => 1 + sym_nodes(lhs) + sym_nodes(rhs),
+        | SymExpr::Mod(lhs, rhs)
+        | SymExpr::Min(lhs, rhs)
+        | SymExpr::Max(lhs, rhs) => 1 + sym_nodes(lhs) + sym_nodes(rhs),
     }
 }
 
-/// A literal, a symbol, `(expr)` or `FloorDiv(a, b)` / `Mod(a, b)`-style calls.
+/// A literal, a symbol, `(expr)`, `FloorDiv(a, b)` / `Mod(a, b)`-style calls, or `Min(a, b, ...)`
+/// / `Max(a, b, ...)` of two or more arguments (nested pairwise).
 fn sym_atom(cur: &mut Cursor<'_>, depth: usize) -> Result<SymExpr> {
     let token = cur.peek();
     if depth >= MAX_DEPTH {
@@ -1229,6 +1246,27 @@ fn sym_atom(cur: &mut Cursor<'_>, depth: usize) -> Result<SymExpr> {
                 "Mod" | "PythonMod" => Some(SymExpr::Mod),
                 _ => None,
             };
+            let extremum: Option<SymCtor> = match text {
+                "Min" => Some(SymExpr::Min),
+                "Max" => Some(SymExpr::Max),
+                _ => None,
+            };
+            if let Some(make) = extremum.filter(|_| cur.is(cur.peek_at(1), "(")) {
+                cur.bump();
+                cur.bump();
+                cur.charge(token, 1)?;
+                let mut value = sym_expr(cur, depth + 1)?;
+                cur.expect(",", "`,`")?;
+                loop {
+                    let next = sym_expr(cur, depth + 1)?;
+                    value = make(Box::new(value), Box::new(next));
+                    if cur.eat(")") {
+                        return Ok(value);
+                    }
+                    cur.expect(",", "`,` or `)`")?;
+                    cur.charge(token, 1)?;
+                }
+            }
             if let Some(make) = function.filter(|_| cur.is(cur.peek_at(1), "(")) {
                 cur.bump();
                 cur.bump();

@@ -847,7 +847,7 @@ fn train(args: &TrainArgs) -> Result<(), Report> {
         }
     }
     bar.finish();
-    if args.checkpoint_every.is_some_and(|every| args.steps % every != 0) {
+    if args.checkpoint_every.is_some_and(|every| !args.steps.is_multiple_of(every)) {
         checkpoint(args.steps)?;
     }
     let weights = trainer.weights().map_err(fail)?;

@@ -340,7 +340,47 @@ pub(crate) fn bind_symbols(module: &Module, arguments: &[Option<&[i64]>]) -> Res
             bound.insert(name.to_string(), (size, here));
         }
     }
-    let values: IndexMap<String, i64> = bound.into_iter().map(|(name, (size, _))| (name, size)).collect();
+    let mut values: IndexMap<String, i64> = bound.into_iter().map(|(name, (size, _))| (name, size)).collect();
+    // A symbol that only appears in compound dims (`2*s0`, from a `Dim` defined as `2*k`) is
+    // solved from the first such dim that is linear in it; the check below confirms the rest.
+    for (input, tensor) in module.signature.inputs.iter().zip(arguments) {
+        let Some(tensor) = tensor else { continue };
+        for (axis, (dim, &size)) in input.ty.shape.dims().iter().zip(tensor.iter()).enumerate() {
+            let Dim::Expr(expr) = dim else { continue };
+            let unbound: Vec<_> =
+                expr.symbols().into_iter().filter(|name| !values.contains_key(name.as_ref())).collect();
+            let [symbol] = unbound.as_slice() else { continue };
+            let at = |value: i64| {
+                let mut trial = values.clone();
+                trial.insert(symbol.to_string(), value);
+                expr.eval(&trial)
+            };
+            let (Some(f0), Some(f1), Some(f2)) = (at(0), at(1), at(2)) else { continue };
+            let slope = f1 - f0;
+            // Linear in the symbol, and the size reachable by a whole value of it.
+            if slope == 0 || f2 - f1 != slope || (size - f0) % slope != 0 {
+                continue;
+            }
+            let solved = (size - f0) / slope;
+            if let Some(range) = symbols.range(symbol)
+                && (solved < range.min || range.max.is_some_and(|max| solved > max))
+            {
+                let range_text = match range.max {
+                    Some(max) => format!("[{}, {max}]", range.min),
+                    None => format!("[{}, inf]", range.min),
+                };
+                return Err(Error::SymbolSize {
+                    symbol: symbol.to_string(),
+                    range: range_text,
+                    message: format!(
+                        "`{}` dim {axis} has size {size}, so `{dim}` gives {solved}, outside the range",
+                        input.key
+                    ),
+                });
+            }
+            values.insert(symbol.to_string(), solved);
+        }
+    }
     // A compound dim (`2*s0`) must equal what its symbols say.
     for (input, tensor) in module.signature.inputs.iter().zip(arguments) {
         let Some(tensor) = tensor else { continue };

@@ -223,10 +223,14 @@ impl Cx<'_> {
             | SymExpr::Sub(a, b)
             | SymExpr::Mul(a, b)
             | SymExpr::FloorDiv(a, b)
-            | SymExpr::Mod(a, b) => {
+            | SymExpr::Mod(a, b)
+            | SymExpr::Min(a, b)
+            | SymExpr::Max(a, b) => {
                 let (Some(lhs), Some(rhs)) = (self.sym_tensor(a)?, self.sym_tensor(b)?) else { return Ok(None) };
                 match &folded {
                     SymExpr::Add(..) => self.binary(BinaryOp::Add, lhs, rhs)?,
+                    SymExpr::Min(..) => self.binary(BinaryOp::Minimum, lhs, rhs)?,
+                    SymExpr::Max(..) => self.binary(BinaryOp::Maximum, lhs, rhs)?,
                     SymExpr::Sub(..) => self.binary(BinaryOp::Subtract, lhs, rhs)?,
                     SymExpr::Mul(..) => self.binary(BinaryOp::Multiply, lhs, rhs)?,
                     floor_or_mod => {

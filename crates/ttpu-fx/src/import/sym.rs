@@ -34,6 +34,8 @@ pub(crate) fn fold(expr: &SymExpr, values: &IndexMap<String, i64>) -> SymExpr {
         SymExpr::Mul(lhs, rhs) => binary(lhs, rhs, SymExpr::Mul),
         SymExpr::FloorDiv(lhs, rhs) => binary(lhs, rhs, SymExpr::FloorDiv),
         SymExpr::Mod(lhs, rhs) => binary(lhs, rhs, SymExpr::Mod),
+        SymExpr::Min(lhs, rhs) => binary(lhs, rhs, SymExpr::Min),
+        SymExpr::Max(lhs, rhs) => binary(lhs, rhs, SymExpr::Max),
     }
 }
 
@@ -52,6 +54,8 @@ fn eval_ints(expr: &SymExpr) -> Option<i64> {
             let (a, b) = (int(a)?, int(b)?);
             floor_div(a, b).map(|quotient| a - quotient * b)
         }
+        SymExpr::Min(a, b) => Some(int(a)?.min(int(b)?)),
+        SymExpr::Max(a, b) => Some(int(a)?.max(int(b)?)),
         _ => None,
     }
 }
@@ -117,6 +121,9 @@ fn to_dim_expr(expr: &SymExpr, intern: &mut impl FnMut(&str) -> Arc<str>) -> Opt
         SymExpr::Mul(a, b) => to_dim_expr(a, intern)?.checked_mul(&to_dim_expr(b, intern)?)?,
         SymExpr::FloorDiv(a, b) => to_dim_expr(a, intern)?.floor_div(constant(b)?)?,
         SymExpr::Mod(a, b) => to_dim_expr(a, intern)?.modulo(constant(b)?)?,
+        // The IR's dims are polynomials: a minimum or maximum of symbols has no form there, so
+        // such a model is imported per concrete size instead.
+        SymExpr::Min(..) | SymExpr::Max(..) => return None,
     })
 }
 
@@ -185,7 +192,9 @@ pub(crate) fn symbols(expr: &SymExpr) -> Vec<String> {
             | SymExpr::Sub(a, b)
             | SymExpr::Mul(a, b)
             | SymExpr::FloorDiv(a, b)
-            | SymExpr::Mod(a, b) => {
+            | SymExpr::Mod(a, b)
+            | SymExpr::Min(a, b)
+            | SymExpr::Max(a, b) => {
                 walk(a, out);
                 walk(b, out);
             }
@@ -209,6 +218,8 @@ impl fmt::Display for Show<'_> {
         let (lhs, op, rhs) = match self.0 {
             SymExpr::Int(value) => return write!(f, "{value}"),
             SymExpr::Symbol(name) => return f.write_str(name),
+            SymExpr::Min(a, b) => return write!(f, "Min({}, {})", Show(a), Show(b)),
+            SymExpr::Max(a, b) => return write!(f, "Max({}, {})", Show(a), Show(b)),
             SymExpr::Add(a, b) => (a, " + ", b),
             SymExpr::Sub(a, b) => (a, " - ", b),
             SymExpr::Mul(a, b) => (a, "*", b),

@@ -67,7 +67,9 @@ impl<'a> Walk<'a> {
     fn symbols(&mut self) -> Result<()> {
         let values = self.cx.symbol_values;
         for (name, &value) in values {
-            let Some(constraint) = self.program.range_constraints.iter().find(|rc| &rc.symbol == name) else {
+            let Some(constraint) =
+                self.program.range_constraints.iter().find(|rc| rc.derived.is_none() && &rc.symbol == name)
+            else {
                 // No constraint to point at: point at the first one, or the top of the file.
                 let span = self.program.range_constraints.first().map(|rc| rc.span).unwrap_or_default();
                 return Err(Error::Signature {
@@ -84,6 +86,23 @@ impl<'a> Walk<'a> {
             }
         }
         for constraint in &self.program.range_constraints {
+            if let Some(expr) = &constraint.derived {
+                // Implied by the symbols' own ranges when PyTorch derives a dim (`2*k`); checked
+                // wherever the symbols have values, so a size outside it is never run.
+                if let SymExpr::Int(value) = sym::fold(expr, values)
+                    && (value < constraint.min || constraint.max.is_some_and(|max| value > max))
+                {
+                    let max = constraint.max.map_or_else(|| "inf".to_string(), |max| max.to_string());
+                    return Err(Error::Signature {
+                        at: self.location(constraint.span),
+                        message: format!(
+                            "`{}` = {value} is outside its range [{}, {max}]",
+                            constraint.symbol, constraint.min
+                        ),
+                    });
+                }
+                continue;
+            }
             if !values.contains_key(&constraint.symbol) {
                 let range = SymbolRange { min: constraint.min, max: constraint.max };
                 self.cx.b.graph_mut().symbols.declare(&constraint.symbol, range);
@@ -249,6 +268,15 @@ impl<'a> Walk<'a> {
                 return Err(self.cx.bad(format!("`{name}` is false for the given symbol values")));
             }
             return Ok(Imported::None);
+        }
+        if matches!(target, "torch.sym_min" | "torch.sym_max") {
+            // `min(x.shape[0], y.shape[0])` on symbolic sizes.
+            let ([lhs, rhs], []) = (args, kwargs) else {
+                return Err(self.cx.bad("expects two symbolic ints"));
+            };
+            let (lhs, rhs) = (self.sym_operand(lhs)?, self.sym_operand(rhs)?);
+            let make = if target == "torch.sym_min" { SymExpr::Min } else { SymExpr::Max };
+            return Ok(Imported::SymInt(sym::fold(&make(Box::new(lhs), Box::new(rhs)), self.cx.symbol_values)));
         }
         if target == "higher_order.cond" {
             return self.cond(args, kwargs);
