@@ -195,9 +195,9 @@ fn other_literals_and_calls() {
 fn signature_kinds() {
     let source = program(
         r#"p: "f32[2]", c: "f32[2]", obj, x: "f32[2]""#,
-        "            add: \"f32[2]\" = torch.ops.aten.add.Tensor(x, p)\n            return (add, add, 1)\n",
+        "            add: \"f32[2]\" = torch.ops.aten.add.Tensor(x, p)\n            return (add, add, 1, add)\n",
         "    p: PARAMETER target='p'\n    c: CONSTANT_TENSOR target='c'\n    obj: CUSTOM_OBJ target='o'\n    x: USER_INPUT\n",
-        "    add: USER_INPUT_MUTATION target='x'\n    add: LOSS_OUTPUT\n    1: USER_OUTPUT\n",
+        "    add: USER_INPUT_MUTATION target='x'\n    add: LOSS_OUTPUT\n    1: USER_OUTPUT\n    add: TOKEN\n",
         "{}",
     );
     let program = parse(&source);
@@ -215,8 +215,9 @@ fn signature_kinds() {
     let outputs = &program.signature.outputs;
     assert_eq!(outputs[0].kind, OutputKind::UserInputMutation);
     assert_eq!(outputs[0].target.as_deref(), Some("x"));
-    assert_eq!(outputs[1].kind, OutputKind::Other("LOSS_OUTPUT".into()));
+    assert_eq!(outputs[1].kind, OutputKind::LossOutput);
     assert_eq!(outputs[2].name, "1");
+    assert_eq!(outputs[3].kind, OutputKind::Other("TOKEN".into()));
     assert_eq!(program.outputs[2], Arg::Int(1));
 }
 

@@ -135,7 +135,7 @@ fn arange_symbolic(cx: &mut Cx<'_>, args: &Args, end: SymExpr) -> Result<Importe
 }
 
 /// `start + i * step` for `i` along the one dim of `shape`, of `dtype`.
-fn range_values(
+pub(super) fn range_values(
     cx: &mut Cx<'_>,
     dtype: DType,
     shape: Shape,

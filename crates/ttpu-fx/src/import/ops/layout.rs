@@ -122,7 +122,7 @@ pub(super) fn reshape(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
 }
 
 /// Reshapes to `sizes`, one of which may be `-1`.
-fn reshape_to(cx: &mut Cx<'_>, x: ValueId, sizes: &[SymExpr]) -> Result<ValueId> {
+pub(super) fn reshape_to(cx: &mut Cx<'_>, x: ValueId, sizes: &[SymExpr]) -> Result<ValueId> {
     let mut dims: Vec<Option<Dim>> = Vec::with_capacity(sizes.len());
     for size in sizes {
         dims.push(match size {

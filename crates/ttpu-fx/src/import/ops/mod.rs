@@ -14,6 +14,7 @@ mod layout;
 mod nn;
 pub(crate) mod notes;
 mod pool;
+mod prims;
 mod random;
 mod reduce;
 
@@ -357,6 +358,17 @@ pub(crate) static TABLE: &[OpDef] = &[
     // ---- copies, casts, no-ops ----
     def("aten.clone.default", "self, *, memory_format", layout::identity),
     def("aten.alias.default", "self", layout::identity),
+    // ---- prims ----
+    def("prims.convert_element_type.default", "a, dtype", prims::convert_element_type),
+    def("prims.collapse.default", "a, start, end", prims::collapse),
+    def("prims.iota.default", "length, *, start, step, dtype, device, requires_grad", prims::iota),
+    def("prims.sum.default", "inp, dims, *, output_dtype", |cx, a| prims::reduction(cx, a, ReduceKind::Sum)),
+    def("prims.prod.default", "inp, dims, *, output_dtype", |cx, a| prims::reduction(cx, a, ReduceKind::Product)),
+    def("prims.amax.default", "inp, dims, *, output_dtype", |cx, a| prims::reduction(cx, a, ReduceKind::Max)),
+    def("prims.amin.default", "inp, dims, *, output_dtype", |cx, a| prims::reduction(cx, a, ReduceKind::Min)),
+    def("prims.var.default", "inp, dims, correction, *, output_dtype", prims::var),
+    def("prims.reshape.default", "a, shape", prims::reshape),
+    def("prims.where.default", "pred, a, b", prims::where_),
     def("aten.lift_fresh_copy.default", "self", layout::identity),
     def("aten.detach.default", "self", layout::identity),
     def("aten.copy.default", "self, src, non_blocking", layout::copy),
@@ -436,8 +448,8 @@ mod tests {
         let mut seen = std::collections::HashSet::new();
         for def in TABLE {
             assert!(seen.insert(def.name), "{} is listed twice", def.name);
-            assert_eq!(def.name.split('.').count(), 3, "{} is not `aten.op.overload`", def.name);
-            assert!(def.name.starts_with("aten."), "{}", def.name);
+            assert_eq!(def.name.split('.').count(), 3, "{} is not `namespace.op.overload`", def.name);
+            assert!(def.name.starts_with("aten.") || def.name.starts_with("prims."), "{}", def.name);
         }
     }
 }

@@ -35,7 +35,7 @@ fn accumulate_dtype(args: &Args, input: DType) -> Result<DType> {
 }
 
 /// Reduces `x` converted to `dtype`, accumulating in its opmath dtype.
-fn reduce_in(
+pub(super) fn reduce_in(
     cx: &mut Cx<'_>,
     x: ValueId,
     kind: ReduceKind,
