@@ -474,6 +474,24 @@ pub(super) fn bitwise(cx: &mut Cx<'_>, args: &Args, op: BinaryOp) -> Result<Impo
     tensor(arith_in(cx, op, lhs, rhs, dtype)?)
 }
 
+/// `bitwise_left_shift` / `bitwise_right_shift` (and `__lshift__` / `__rshift__`) on integers,
+/// as PyTorch's CPU kernels: a shift by a negative amount or by the bit width or more gives 0 to
+/// the left and the sign fill to the right (0 for unsigned types), which is StableHLO's
+/// `shift_left`, `shift_right_arithmetic` (signed) and `shift_right_logical` (unsigned).
+pub(super) fn shift(cx: &mut Cx<'_>, args: &Args, left: bool) -> Result<Imported> {
+    let (lhs, rhs) = (args.operand("self")?, args.operand("other")?);
+    let dtype = cx.result_type(&[lhs, rhs]);
+    if dtype.is_float() || dtype == DType::Bool {
+        return Err(cx.bad(format!("shifts are defined for integer tensors, found {dtype}")));
+    }
+    let op = match (left, dtype) {
+        (true, _) => BinaryOp::ShiftLeft,
+        (false, DType::U8 | DType::U64) => BinaryOp::ShiftRightLogical,
+        (false, _) => BinaryOp::ShiftRightArithmetic,
+    };
+    tensor(arith_in(cx, op, lhs, rhs, dtype)?)
+}
+
 /// `bitwise_not` on integers and bools.
 pub(super) fn bitwise_not(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let x = args.tensor("self")?;
