@@ -231,7 +231,33 @@ pub(crate) static TABLE: &[OpDef] = &[
     def("aten._adaptive_avg_pool2d.default", "self, output_size", |cx, a| pool::adaptive_avg_pool(cx, a, 2)),
     def("aten._adaptive_avg_pool3d.default", "self, output_size", |cx, a| pool::adaptive_avg_pool(cx, a, 3)),
     def("aten.upsample_bilinear2d.vec", "input, output_size, align_corners, scale_factors", pool::upsample_bilinear),
+    def(
+        "aten.upsample_bilinear2d.default",
+        "self, output_size, align_corners, scales_h, scales_w",
+        pool::upsample_bilinear,
+    ),
+    def("aten.upsample_nearest1d.vec", "input, output_size, scale_factors", |cx, a| pool::upsample_nearest(cx, a, 1)),
     def("aten.upsample_nearest2d.vec", "input, output_size, scale_factors", |cx, a| pool::upsample_nearest(cx, a, 2)),
+    def("aten.upsample_nearest3d.vec", "input, output_size, scale_factors", |cx, a| pool::upsample_nearest(cx, a, 3)),
+    def("aten.upsample_nearest1d.default", "self, output_size, scales", |cx, a| pool::upsample_nearest(cx, a, 1)),
+    def("aten.upsample_nearest2d.default", "self, output_size, scales_h, scales_w", |cx, a| {
+        pool::upsample_nearest(cx, a, 2)
+    }),
+    def("aten.upsample_nearest3d.default", "self, output_size, scales_d, scales_h, scales_w", |cx, a| {
+        pool::upsample_nearest(cx, a, 3)
+    }),
+    def("aten._upsample_nearest_exact1d.vec", "input, output_size, scale_factors", |cx, a| {
+        pool::upsample_nearest_exact(cx, a, 1)
+    }),
+    def("aten._upsample_nearest_exact2d.vec", "input, output_size, scale_factors", |cx, a| {
+        pool::upsample_nearest_exact(cx, a, 2)
+    }),
+    def("aten._upsample_nearest_exact3d.vec", "input, output_size, scale_factors", |cx, a| {
+        pool::upsample_nearest_exact(cx, a, 3)
+    }),
+    def("aten._upsample_nearest_exact2d.default", "self, output_size, scales_h, scales_w", |cx, a| {
+        pool::upsample_nearest_exact(cx, a, 2)
+    }),
     def("aten.native_group_norm.default", "input, weight, bias, N, C, HxW, group, eps", nn::group_norm),
     def("aten.embedding.default", "weight, indices, padding_idx, scale_grad_by_freq, sparse", nn::embedding),
     def(

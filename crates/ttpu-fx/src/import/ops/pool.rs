@@ -407,6 +407,18 @@ pub(super) fn adaptive_avg_pool(cx: &mut Cx<'_>, args: &Args, n: usize) -> Resul
 /// The spatial output size of an upsampling op and its `scale_factors`, if given: `output_size`
 /// wins, else each input size times its scale, rounded down as PyTorch does.
 fn upsample_output(cx: &Cx<'_>, args: &Args, sizes: &[i64]) -> Result<(Vec<i64>, Option<Vec<f64>>)> {
+    if !args.has_param("scale_factors") {
+        // The `.default` overloads: an output size, and an optional scale per spatial dim
+        // (`scales`, or `scales_d`/`scales_h`/`scales_w`) that only changes the source index.
+        let output = args.ints("output_size")?;
+        let mut scales = Vec::new();
+        for name in ["scales", "scales_d", "scales_h", "scales_w"] {
+            if args.has_param(name) {
+                scales.push(args.opt_scalar(name)?.map_or(0.0, |scale| scale.as_f64()));
+            }
+        }
+        return Ok((output, Some(scales).filter(|scales| scales.iter().any(|&scale| scale > 0.0))));
+    }
     let scales: Option<Vec<f64>> = match args.get("scale_factors") {
         crate::import::args::Val::List(items) => Some(
             items
@@ -430,10 +442,25 @@ fn upsample_output(cx: &Cx<'_>, args: &Args, sizes: &[i64]) -> Result<(Vec<i64>,
     Ok((output, scales))
 }
 
-/// `upsample_nearest{1,2,3}d.vec(input, output_size, scale_factors)`: gathers the source index
-/// PyTorch picks for each output position, `min(floor(dst * scale), in - 1)` in `f32`.
+/// The tensor an upsampling reads: `input` in the `.vec` overloads, `self` in `.default`.
+fn upsampled(args: &Args) -> Result<ValueId> {
+    if args.has_param("input") { args.tensor("input") } else { args.tensor("self") }
+}
+
+/// `upsample_nearest{1,2,3}d` (`.vec` and `.default`): gathers the source index PyTorch picks
+/// for each output position, `min(floor(dst * scale), in - 1)` in `f32`.
 pub(super) fn upsample_nearest(cx: &mut Cx<'_>, args: &Args, n: usize) -> Result<Imported> {
-    let x = args.tensor("input")?;
+    upsample_nearest_rounding(cx, args, n, false)
+}
+
+/// `_upsample_nearest_exact{1,2,3}d`: `min(floor((dst + 0.5) * scale), in - 1)`, the rounding
+/// that matches PIL and scikit-image.
+pub(super) fn upsample_nearest_exact(cx: &mut Cx<'_>, args: &Args, n: usize) -> Result<Imported> {
+    upsample_nearest_rounding(cx, args, n, true)
+}
+
+fn upsample_nearest_rounding(cx: &mut Cx<'_>, args: &Args, n: usize, exact: bool) -> Result<Imported> {
+    let x = upsampled(args)?;
     let sizes = cx.static_dims(x, "upsampling")?;
     let rank = sizes.len();
     if rank != n + 2 {
@@ -448,15 +475,17 @@ pub(super) fn upsample_nearest(cx: &mut Cx<'_>, args: &Args, n: usize) -> Result
         let (input, out) = (sizes[2 + index], output[index]);
         let sources: Vec<Scalar> = (0..out)
             .map(|o| {
-                let source = if out == input {
+                let scale = match &scales {
+                    Some(scales) if scales[index] > 0.0 => (1.0 / scales[index]) as f32,
+                    _ => input as f32 / out as f32,
+                };
+                let source = if exact {
+                    (((o as f32 + 0.5) * scale).floor() as i64).min(input - 1)
+                } else if out == input && scales.is_none() {
                     o
-                } else if out == 2 * input {
+                } else if out == 2 * input && scales.is_none() {
                     o >> 1
                 } else {
-                    let scale = match &scales {
-                        Some(scales) if scales[index] > 0.0 => (1.0 / scales[index]) as f32,
-                        _ => input as f32 / out as f32,
-                    };
                     ((o as f32 * scale).floor() as i64).min(input - 1)
                 };
                 Scalar::Int(source)
@@ -474,7 +503,7 @@ pub(super) fn upsample_nearest(cx: &mut Cx<'_>, args: &Args, n: usize) -> Result
 /// mixed with constant weights, computed on the host as PyTorch's
 /// `area_pixel_compute_source_index` does.
 pub(super) fn upsample_bilinear(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
-    let x = args.tensor("input")?;
+    let x = upsampled(args)?;
     let dtype = cx.dtype(x);
     let sizes = cx.static_dims(x, "upsampling")?;
     if sizes.len() != 4 || !dtype.is_float() {
