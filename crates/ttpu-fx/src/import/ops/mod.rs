@@ -326,6 +326,8 @@ pub(crate) static TABLE: &[OpDef] = &[
     def("aten.max.dim", "self, dim, keepdim", |cx, a| reduce::extremum_dim(cx, a, ReduceKind::Max)),
     def("aten.min.dim", "self, dim, keepdim", |cx, a| reduce::extremum_dim(cx, a, ReduceKind::Min)),
     def("aten.cumsum.default", "self, dim, *, dtype", reduce::cumsum),
+    def("aten.cumprod.default", "self, dim, *, dtype", reduce::cumprod),
+    def("aten.logcumsumexp.default", "self, dim", reduce::logcumsumexp),
     def("aten.cummax.default", "self, dim", |cx, a| reduce::cumulative_extreme(cx, a, ReduceKind::Max)),
     def("aten.cummin.default", "self, dim", |cx, a| reduce::cumulative_extreme(cx, a, ReduceKind::Min)),
     def("aten.var.correction", "self, dim, *, correction, keepdim", |cx, a| reduce::var(cx, a, false)),

@@ -5,7 +5,9 @@
 //! do. An empty or missing dim list reduces every dim.
 
 use smallvec::SmallVec;
-use ttpu_ir::{BinaryOp, CompareDirection, DType, Dim, ReduceKind, Scalar, Shape, TensorType, ValueId, Window};
+use ttpu_ir::{
+    BinaryOp, CompareDirection, DType, Dim, ReduceKind, Scalar, Shape, TensorType, UnaryOp, ValueId, Window,
+};
 
 use super::elementwise::{tensor, to_bool};
 use crate::error::Result;
@@ -203,6 +205,17 @@ fn scan_window(rank: usize, dim: usize, size: i64) -> Window {
 
 /// `cumsum(self, dim, dtype)`: a `reduce_window` sum whose window reaches back over the whole dim.
 pub(super) fn cumsum(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    running(cx, args, ReduceKind::Sum)
+}
+
+/// `cumprod(self, dim, *, dtype)`: a running product (integers wrap as in PyTorch).
+pub(super) fn cumprod(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    running(cx, args, ReduceKind::Product)
+}
+
+/// A running sum or product along `dim`: a `reduce_window` scan in the accumulation dtype's
+/// opmath.
+fn running(cx: &mut Cx<'_>, args: &Args, kind: ReduceKind) -> Result<Imported> {
     let x = args.tensor("self")?;
     let rank = cx.rank(x);
     let dim = cx.norm_dim(args.int("dim")?, rank)?;
@@ -210,12 +223,67 @@ pub(super) fn cumsum(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     if rank == 0 {
         return tensor(cx.convert(x, dtype)?);
     }
-    let size = cx.static_dim(x, dim, "cumsum")?;
+    let size = cx.static_dim(x, dim, "a running sum or product")?;
     let x = cx.convert(x, dtype)?;
     let compute = cx.convert(x, opmath(dtype))?;
-    let built = cx.b.reduce_window(compute, ReduceKind::Sum, scan_window(rank, dim, size));
-    let summed = cx.ok(built)?;
-    tensor(cx.convert(summed, dtype)?)
+    let built = cx.b.reduce_window(compute, kind, scan_window(rank, dim, size));
+    let scanned = cx.ok(built)?;
+    tensor(cx.convert(scanned, dtype)?)
+}
+
+/// `logcumsumexp(self, dim)`: `log(sum(exp(x[..=i])))` for every prefix, each prefix's own
+/// log-sum-exp with its maximum taken out (so a prefix far below later values stays finite, and
+/// an all `-inf` prefix gives `-inf`), computed over an `[.., n, n]` lower-triangular mask.
+pub(super) fn logcumsumexp(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    let rank = cx.rank(x);
+    let dim = cx.norm_dim(args.int("dim")?, rank)?;
+    let dtype = cx.dtype(x);
+    if !dtype.is_float() {
+        return Err(cx.bad(format!("logcumsumexp needs floating point, found {dtype}")));
+    }
+    if rank == 0 {
+        return tensor(x);
+    }
+    let size = cx.static_dim(x, dim, "logcumsumexp")?;
+    let compute = cx.convert(x, opmath(dtype))?;
+    // [.., n] with `dim` last, then [.., n (prefix end i), n (element j)].
+    let mut order: Vec<i64> = (0..rank as i64).filter(|&d| d != dim as i64).collect();
+    order.push(dim as i64);
+    let last = cx.transpose(compute, &order)?;
+    let mut wide: Vec<Dim> = cx.shape(last).dims().to_vec();
+    wide.insert(rank - 1, Dim::Static(size));
+    let wide: Shape = wide.into_iter().collect();
+    let mut keep: Vec<i64> = (0..rank as i64 - 1).collect();
+    keep.push(rank as i64);
+    let rows = cx.broadcast_in_dim(last, &keep, wide.clone())?;
+    let i_ty = TensorType::new(DType::I64, wide.clone());
+    let built = cx.b.iota(i_ty.clone(), rank as i64 - 1);
+    let i = cx.ok(built)?;
+    let built = cx.b.iota(i_ty, rank as i64);
+    let j = cx.ok(built)?;
+    let inside = cx.compare(CompareDirection::Le, j, i)?;
+    let minus_inf = cx.splat_like(rows, Scalar::Float(f64::NEG_INFINITY))?;
+    let masked = cx.select(inside, rows, minus_inf)?;
+    let top = cx.reduce_keep(masked, ReduceKind::Max, &[rank], true)?;
+    // An infinite maximum (all -inf, or a +inf) is taken out as 0 so no inf - inf appears.
+    let finite = cx.unary(UnaryOp::IsFinite, top)?;
+    let zero = cx.splat_like(top, Scalar::Float(0.0))?;
+    let shift = cx.select(finite, top, zero)?;
+    let shift_wide = cx.broadcast_to(shift, &wide)?;
+    let centered = cx.binary(BinaryOp::Subtract, masked, shift_wide)?;
+    let exp = cx.unary(UnaryOp::Exponential, centered)?;
+    let total = cx.reduce_keep(exp, ReduceKind::Sum, &[rank], false)?;
+    let log = cx.unary(UnaryOp::Log, total)?;
+    let shift = cx.reshape(shift, cx.shape(log))?;
+    let value = cx.binary(BinaryOp::Add, log, shift)?;
+    // Back to the original dim order.
+    let mut inverse = vec![0i64; rank];
+    for (position, &d) in order.iter().enumerate() {
+        inverse[d as usize] = position as i64;
+    }
+    let value = cx.transpose(value, &inverse)?;
+    tensor(cx.convert(value, dtype)?)
 }
 
 /// `cummax` / `cummin(self, dim)`: the running extreme along `dim` and, for each position, the
