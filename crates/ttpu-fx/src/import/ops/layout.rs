@@ -605,7 +605,11 @@ pub(super) fn unfold(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     if size < 0 || size > length || step < 1 {
         return Err(cx.bad(format!("cannot take windows of {size} every {step} from a dim of {length}")));
     }
-    let x = if rank == 0 { cx.reshape(x, Shape::from_static(&[1]))? } else { x };
+    if rank == 0 {
+        // A scalar unfolds to its `size` (0 or 1) elements, a rank-1 result as in PyTorch.
+        let one = cx.reshape(x, Shape::from_static(&[1]))?;
+        return tensor(cx.slice(one, &[0], &[size], &[1])?);
+    }
     let count = (length - size) / step + 1;
     let positions: Vec<Scalar> = (0..count).flat_map(|w| (0..size).map(move |i| Scalar::Int(w * step + i))).collect();
     let positions =
