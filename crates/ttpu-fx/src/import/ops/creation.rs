@@ -6,7 +6,7 @@
 //! (bool, `i64` for ints, the default float for floats), else the default float. `empty` fills with
 //! zeros so results are deterministic.
 
-use ttpu_ir::{BinaryOp, DType, Scalar, Shape, TensorType};
+use ttpu_ir::{BinaryOp, DType, Literal, Scalar, Shape, TensorType};
 
 use super::elementwise::tensor;
 use crate::ast::SymExpr;
@@ -159,4 +159,38 @@ pub(super) fn range_values(
         values = cx.binary_scalar(BinaryOp::Add, values, start)?;
     }
     tensor(cx.convert(values, dtype)?)
+}
+
+/// `tril_indices` / `triu_indices(row, col, offset, *, dtype, ...)`: the `[2, N]` coordinates of
+/// the lower (upper) triangle of a `row × col` matrix, row-major, as a constant.
+pub(super) fn triangle_indices(cx: &mut Cx<'_>, args: &Args, lower: bool) -> Result<Imported> {
+    let (rows, cols) = (args.int("row")?, args.int("col")?);
+    let offset = args.int_or("offset", 0)?;
+    let dtype = args.opt_dtype("dtype")?.unwrap_or(DType::I64);
+    if rows < 0 || cols < 0 {
+        return Err(cx.bad(format!("row and col must be non-negative, found {rows} and {cols}")));
+    }
+    if !matches!(dtype, DType::I64 | DType::I32) {
+        return Err(cx.bad(format!("indices are int64 or int32, found {dtype}")));
+    }
+    // At most rows * cols coordinates: refuse what would not fit in memory rather than build it.
+    let cells = rows
+        .checked_mul(cols)
+        .filter(|&cells| cells <= 1 << 24)
+        .ok_or_else(|| cx.bad(format!("a {rows} x {cols} triangle is too large to hold as a constant")))?;
+    let (mut first, mut second) = (Vec::new(), Vec::new());
+    for r in 0..rows {
+        for c in 0..cols {
+            let inside = if lower { c - r <= offset } else { c - r >= offset };
+            if inside {
+                first.push(Scalar::Int(r));
+                second.push(Scalar::Int(c));
+            }
+        }
+    }
+    debug_assert!(first.len() as i64 <= cells);
+    let count = first.len() as i64;
+    first.extend(second);
+    let literal = Literal::from_scalars(dtype, &[2, count], &first).map_err(|error| cx.bad(format!("{error:?}")))?;
+    tensor(cx.literal(literal))
 }

@@ -424,6 +424,12 @@ pub(crate) static TABLE: &[OpDef] = &[
     def("aten.sym_constrain_range_for_size.default", "size, *, min, max", layout::nothing),
     // ---- creation ----
     def("aten.full.default", concat!("size, fill_value, *, ", factory!()), creation::full),
+    def("aten.tril_indices.default", concat!("row, col, offset, *, ", factory!()), |cx, a| {
+        creation::triangle_indices(cx, a, true)
+    }),
+    def("aten.triu_indices.default", concat!("row, col, offset, *, ", factory!()), |cx, a| {
+        creation::triangle_indices(cx, a, false)
+    }),
     def("aten.full_like.default", concat!("self, fill_value, *, ", factory!(), ", memory_format"), creation::full_like),
     def("aten.zeros.default", concat!("size, *, ", factory!()), |cx, a| creation::filled(cx, a, 0)),
     def("aten.ones.default", concat!("size, *, ", factory!()), |cx, a| creation::filled(cx, a, 1)),
