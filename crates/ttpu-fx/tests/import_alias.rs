@@ -1,7 +1,7 @@
 //! The alias statement `input_1 = input`, which FX prints for a placeholder whose Python name
 //! shadows a builtin: it parses as `Expr::Alias`, later nodes read the alias, the graph signature
 //! may name the parameter (what PyTorch prints) or the alias, and aliases of unknown names are
-//! errors.
+//! errors; comment lines of every kind (`# Annotation: ...`, `# File: ...`) are skipped.
 
 use ttpu_fx::ast::Expr;
 use ttpu_fx::{ImportOptions, InputRole};
@@ -47,4 +47,17 @@ fn an_annotated_alias_is_checked_against_its_value() {
     let source = program("input", &BODY.replace("input_1 = input\n", "input_1: \"f32[4]\" = input\n"));
     let error = ttpu_fx::load(&source, "m.fx", &ImportOptions::default()).expect_err("f32[3] is not f32[4]");
     assert!(error.to_string().contains("f32[4]") && error.to_string().contains("f32[3]"), "{error}");
+}
+
+#[test]
+fn comment_lines_of_every_kind_are_skipped() {
+    let body = "            # Annotation: {'compile_with_inductor': 'flex_attention'} File: m.py:3 in forward, code: y = x\n\
+                \x20           # No stacktrace found for following nodes\n\
+                \x20           input_1 = input\n\
+                \x20           # File: <eval_with_key>.7 from torch/fx/experimental/proxy_tensor.py:1968 in wrapped:82\n\
+                \x20           mul: \"f32[3]\" = torch.ops.aten.mul.Tensor(input_1, p_w);  input_1 = p_w = None\n\
+                \x20           return (mul,)";
+    let source = program("input", body);
+    let module = ttpu_fx::load(&source, "m.fx", &ImportOptions::default()).unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(module.graph.node_count(), 1);
 }
