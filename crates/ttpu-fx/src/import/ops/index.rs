@@ -713,6 +713,39 @@ pub(super) fn topk(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     Ok(Imported::Tuple(vec![Imported::Tensor(values), Imported::Tensor(indices)]))
 }
 
+/// `kthvalue(self, k, dim, keepdim)`: the `k`-th smallest element along `dim` (1-based) and its
+/// index, from the same stable sort as `sort` (NaN ordered above every number, as PyTorch's
+/// kernel puts it).
+pub(super) fn kthvalue(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    let k = args.int("k")?;
+    let keepdim = args.bool_or("keepdim", false)?;
+    let rank = cx.rank(x);
+    if rank == 0 {
+        if k != 1 {
+            return Err(cx.bad(format!("k {k} is out of range for a rank-0 tensor")));
+        }
+        let zero = cx.scalar(DType::I64, Scalar::Int(0));
+        return Ok(Imported::Tuple(vec![Imported::Tensor(x), Imported::Tensor(zero)]));
+    }
+    let dim = cx.norm_dim(args.int_or("dim", -1)?, rank)?;
+    let size = cx.static_dim(x, dim, "kthvalue")?;
+    if !(1..=size).contains(&k) {
+        return Err(cx.bad(format!("k {k} is out of range for dim {dim} of size {size}")));
+    }
+    let (values, indices) = sort_dim(cx, x, dim, false)?;
+    let mut picked = Vec::new();
+    for sorted in [values, indices] {
+        let one = cx.slice_dim(sorted, dim, k - 1, k, 1)?;
+        let mut shape = cx.shape(one).dims().to_vec();
+        if !keepdim {
+            shape.remove(dim);
+        }
+        picked.push(Imported::Tensor(cx.reshape(one, shape.into_iter().collect())?));
+    }
+    Ok(Imported::Tuple(picked))
+}
+
 /// `grid_sampler_2d(input, grid, interpolation_mode, padding_mode, align_corners)` for bilinear
 /// (0), nearest (1) and bicubic (2) interpolation with zeros (0), border (1) and reflection (2)
 /// padding: the grid's coordinates mapped to pixels as PyTorch's `grid_sampler_compute_source_index`

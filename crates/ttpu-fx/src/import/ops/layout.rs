@@ -50,6 +50,22 @@ pub(super) fn assert_scalar(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     Err(cx.bad(format!("fails for the given symbol values: {message}")))
 }
 
+/// `_assert_async(self[, assert_msg])`: an assert on a one-element tensor that PyTorch keeps in
+/// the program. A condition that is a constant false is an import error with the message; a
+/// condition that depends on the data builds nothing: it cannot change a value, and the compiled
+/// program has no way to raise (see the op's note).
+pub(super) fn assert_async(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let condition = args.tensor("self")?;
+    if cx.b.graph().producer(condition).is_some_and(|node| match &node.op {
+        ttpu_ir::Op::Constant(literal) => literal.scalars().all(|value| value.as_f64() == 0.0),
+        _ => false,
+    }) {
+        let message = args.opt_str("assert_msg")?.unwrap_or("assertion failed").to_owned();
+        return Err(cx.bad(format!("the assert is false: {message}")));
+    }
+    Ok(Imported::None)
+}
+
 /// Range hints for unbacked symbols: nothing to build.
 pub(super) fn nothing(_cx: &mut Cx<'_>, _args: &Args) -> Result<Imported> {
     Ok(Imported::None)

@@ -393,6 +393,7 @@ pub(crate) static TABLE: &[OpDef] = &[
     ),
     def("aten.unfold.default", "self, dimension, size, step", layout::unfold),
     def("aten.topk.default", "self, k, dim, largest, sorted", index::topk),
+    def("aten.kthvalue.default", "self, k, dim, keepdim", index::kthvalue),
     // ---- copies, casts, no-ops ----
     def("aten.clone.default", "self, *, memory_format", layout::identity),
     def("aten.alias.default", "self", layout::identity),
@@ -420,6 +421,8 @@ pub(crate) static TABLE: &[OpDef] = &[
         layout::assert_tensor_metadata,
     ),
     def("aten._assert_scalar.default", "self, assert_msg", layout::assert_scalar),
+    def("aten._assert_async.msg", "self, assert_msg", layout::assert_async),
+    def("aten._assert_async.default", "self", layout::assert_async),
     def("aten.sym_constrain_range.default", "size, *, min, max", layout::nothing),
     def("aten.sym_constrain_range_for_size.default", "size, *, min, max", layout::nothing),
     // ---- creation ----

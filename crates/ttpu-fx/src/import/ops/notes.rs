@@ -87,6 +87,20 @@ pub(crate) static NOTES: &[(&str, Note)] = &[
     ("aten.bernoulli.p", Note::Partial(RANDOM)),
     ("aten.exponential.default", Note::Partial(RANDOM)),
     ("aten.signbit.default", Note::Partial(SIGN_BIT)),
+    (
+        "aten._assert_async.msg",
+        Note::Partial(
+            "a constant false condition is refused at import; a condition that depends on the data is not \
+             checked at run time (PyTorch raises; the compiled program computes the same values and cannot raise)",
+        ),
+    ),
+    (
+        "aten._assert_async.default",
+        Note::Partial(
+            "a constant false condition is refused at import; a condition that depends on the data is not \
+             checked at run time (PyTorch raises; the compiled program computes the same values and cannot raise)",
+        ),
+    ),
 ];
 
 /// Why the `torch.distributed` functional collectives (`_c10d_functional.all_reduce`, ...) are
