@@ -86,6 +86,12 @@ pub enum Error {
         /// Devices given.
         devices: usize,
     },
+    /// A sharding that does not fit a tensor or a mesh.
+    #[error("sharding: {message}")]
+    Sharding {
+        /// What does not fit.
+        message: String,
+    },
     /// A program compiled for more replicas than the runtime has devices.
     #[error("a program of {replicas} replicas needs as many devices, but the runtime has {count}")]
     Replicas {

@@ -13,7 +13,7 @@ use crate::{Error, Result};
 // Source and destination each need data, dims and a position: grouping them in structs would
 // only rename the arguments.
 #[allow(clippy::too_many_arguments)]
-pub fn copy_block(
+fn copy_block(
     src: &[u8],
     src_dims: &[i64],
     from: &[i64],
@@ -56,9 +56,10 @@ pub fn copy_block(
     }
 }
 
-/// Each device's shard of `tensor`, by device index of `mesh`. The sharding must have been
-/// checked against the tensor's type.
+/// Each device's shard of `tensor`, by device index of `mesh`; a sharding that does not fit the
+/// tensor (unknown axis, uneven split, another rank) is an error.
 pub fn split(tensor: &HostTensor, sharding: &Sharding, mesh: &Mesh) -> Result<Vec<HostTensor>> {
+    sharding.check(mesh, &tensor.ty(), "the tensor").map_err(|error| Error::Sharding { message: error.message })?;
     let shape = sharding.shard_shape(mesh, &tensor.shape);
     let bytes = byte_size(tensor.dtype, &shape).ok_or_else(|| Error::InvalidShape { dims: shape.clone() })?;
     let element = tensor.dtype.byte_size();
@@ -84,6 +85,13 @@ pub fn assemble(shards: &[HostTensor], sharding: &Sharding, mesh: &Mesh, shape: 
     let Some(first) = shards.first() else {
         return Err(Error::InvalidShape { dims: shape.to_vec() });
     };
+    let whole = ttpu_ir::TensorType::from_static(first.dtype, shape);
+    sharding.check(mesh, &whole, "the tensor").map_err(|error| Error::Sharding { message: error.message })?;
+    if shards.len() < mesh.device_count() {
+        return Err(Error::Sharding {
+            message: format!("{} shards for a mesh of {} devices", shards.len(), mesh.device_count()),
+        });
+    }
     let block = sharding.shard_shape(mesh, shape);
     let bytes = byte_size(first.dtype, shape).ok_or_else(|| Error::InvalidShape { dims: shape.to_vec() })?;
     let mut data = vec![0u8; bytes];
@@ -155,6 +163,20 @@ mod tests {
         let tall = counting(&[12, 2]);
         let rows = split(&tall, &Sharding::split(2, 0, vec!["dp".into(), "tp".into()]), &mesh).expect("splits");
         assert_eq!(values(&rows[4]), vec![16, 17, 18, 19]);
+    }
+
+    #[test]
+    fn shardings_that_do_not_fit_are_errors() {
+        let mesh = Mesh::parse("dp=2,tp=3").expect("mesh");
+        let tensor = counting(&[4, 5]);
+        let error = split(&tensor, &Sharding::split(2, 1, vec!["tp".into()]), &mesh).expect_err("5 over 3");
+        assert_eq!(
+            error.to_string(),
+            "sharding: the tensor: dim 1 has size 5, which 3 devices (tp) cannot split evenly"
+        );
+        let shards = split(&tensor, &Sharding::replicated(2), &mesh).expect("splits");
+        let error = assemble(&shards[..2], &Sharding::replicated(2), &mesh, &[4, 5]).expect_err("too few shards");
+        assert_eq!(error.to_string(), "sharding: 2 shards for a mesh of 6 devices");
     }
 
     #[test]
