@@ -455,6 +455,11 @@ pub(crate) static TABLE: &[OpDef] = &[
     def("aten.new_zeros.default", concat!("self, size, *, ", factory!()), |cx, a| creation::new_filled(cx, a, 0)),
     def("aten.new_ones.default", concat!("self, size, *, ", factory!()), |cx, a| creation::new_filled(cx, a, 1)),
     def("aten.new_empty.default", concat!("self, size, *, ", factory!()), |cx, a| creation::new_filled(cx, a, 0)),
+    // Values are immutable in the IR, so strides only describe a layout: the result is the same
+    // zero-filled tensor of `size` as `new_empty`.
+    def("aten.new_empty_strided.default", concat!("self, size, stride, *, ", factory!()), |cx, a| {
+        creation::new_filled(cx, a, 0)
+    }),
     def("aten.new_full.default", concat!("self, size, fill_value, *, ", factory!()), creation::new_full),
     def("aten.scalar_tensor.default", concat!("s, *, ", factory!()), creation::scalar_tensor),
     def("aten.arange.default", concat!("end, *, ", factory!()), creation::arange),
