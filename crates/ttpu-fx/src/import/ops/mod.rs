@@ -209,6 +209,13 @@ pub(crate) static TABLE: &[OpDef] = &[
         "input, weight, bias, stride, padding, dilation, transposed, output_padding, groups",
         nn::convolution,
     ),
+    // The older signature: the trailing backend flags only choose kernels, never values.
+    def(
+        "aten._convolution.default",
+        "input, weight, bias, stride, padding, dilation, transposed, output_padding, groups, benchmark, \
+         deterministic, cudnn_enabled, allow_tf32",
+        nn::convolution,
+    ),
     def("aten.max_pool2d_with_indices.default", "self, kernel_size, stride, padding, dilation, ceil_mode", |cx, a| {
         pool::max_pool_with_indices(cx, a, 2)
     }),
