@@ -126,6 +126,15 @@ pub enum Error {
         /// What is wrong.
         message: String,
     },
+    /// A module built in Rust (a training step, say) with a symbolic dim: such a module has no
+    /// program to import at concrete sizes.
+    #[error("input `{key}` has the symbolic type {ty}; a module built in Rust needs static shapes")]
+    NotStatic {
+        /// The input's key.
+        key: String,
+        /// Its type.
+        ty: String,
+    },
     /// A bug in ttpu: something that cannot happen did.
     #[error("internal error (a ttpu bug): {message}")]
     Bug {

@@ -209,9 +209,7 @@ impl Session {
     /// A model of a module built in Rust (a training step, say); its shapes must be static.
     pub fn model_from_module(&self, module: Module) -> Result<Model> {
         if let Some(input) = module.signature.inputs.iter().find(|input| !input.ty.shape.is_static()) {
-            return Err(Error::Bug {
-                message: format!("a module built in Rust must have static shapes; `{}` is {}", input.key, input.ty),
-            });
+            return Err(Error::NotStatic { key: input.key.clone(), ty: input.ty.to_string() });
         }
         Ok(Model {
             inner: Arc::new(ModelInner {

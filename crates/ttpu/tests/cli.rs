@@ -315,7 +315,7 @@ fn train_resumes_exactly_and_logs_each_step() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("dir");
     let path = |name: &str| dir.join(name).to_str().expect("utf-8").to_owned();
-    let train = |steps: &str, extra: &[&str]| {
+    let run = |steps: &str, extra: &[&str]| {
         let mut args = vec![
             "train",
             "fixtures/train_mlp/model.fx",
@@ -331,7 +331,10 @@ fn train_resumes_exactly_and_logs_each_step() {
             steps,
         ];
         args.extend(extra);
-        let out = ttpu(&args);
+        ttpu(&args)
+    };
+    let train = |steps: &str, extra: &[&str]| {
+        let out = run(steps, extra);
         assert!(out.status.success(), "{}", stderr(&out));
         stdout(&out)
     };
@@ -368,24 +371,7 @@ fn train_resumes_exactly_and_logs_each_step() {
     let newest = dir.join("ck/step-00000004.safetensors");
     let bytes = std::fs::read(&newest).expect("checkpoint");
     std::fs::write(&newest, &bytes[..bytes.len() - 100]).expect("truncate");
-    let out = ttpu(&[
-        "train",
-        "fixtures/train_mlp/model.fx",
-        "--data",
-        "fixtures/train_mlp/data.safetensors",
-        "--optimizer",
-        "sgd",
-        "--lr",
-        "0.05",
-        "--momentum",
-        "0.9",
-        "--steps",
-        "6",
-        "-o",
-        &resumed,
-        "--resume",
-        &checkpoints,
-    ]);
+    let out = run("6", &["-o", &resumed, "--resume", &checkpoints]);
     assert!(!out.status.success());
     assert!(stderr(&out).contains("it may be torn or corrupt"), "{}", stderr(&out));
     let _ = std::fs::remove_dir_all(&dir);

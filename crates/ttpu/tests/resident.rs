@@ -154,3 +154,15 @@ fn loading_checks_the_weights() {
         "{error}"
     );
 }
+
+#[test]
+fn a_module_built_in_rust_needs_static_shapes() {
+    let session = common::session();
+    let source = std::fs::read_to_string(common::fixtures_dir().join("mlp_dynamic/model.fx")).expect("model.fx");
+    let dynamic = session.load_model(&source, "fixtures/mlp_dynamic/model.fx").expect("loads");
+    let error = session.model_from_module(dynamic.module().clone()).err().expect("symbolic batch");
+    assert_eq!(
+        error.to_string(),
+        "input `x` has the symbolic type f32[s77, 16]; a module built in Rust needs static shapes"
+    );
+}

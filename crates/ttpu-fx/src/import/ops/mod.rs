@@ -262,8 +262,14 @@ pub(crate) static TABLE: &[OpDef] = &[
     def("aten._upsample_nearest_exact3d.vec", "input, output_size, scale_factors", |cx, a| {
         pool::upsample_nearest_exact(cx, a, 3)
     }),
+    def("aten._upsample_nearest_exact1d.default", "self, output_size, scales", |cx, a| {
+        pool::upsample_nearest_exact(cx, a, 1)
+    }),
     def("aten._upsample_nearest_exact2d.default", "self, output_size, scales_h, scales_w", |cx, a| {
         pool::upsample_nearest_exact(cx, a, 2)
+    }),
+    def("aten._upsample_nearest_exact3d.default", "self, output_size, scales_d, scales_h, scales_w", |cx, a| {
+        pool::upsample_nearest_exact(cx, a, 3)
     }),
     def("aten.native_group_norm.default", "input, weight, bias, N, C, HxW, group, eps", nn::group_norm),
     def("aten.embedding.default", "weight, indices, padding_idx, scale_grad_by_freq, sparse", nn::embedding),
