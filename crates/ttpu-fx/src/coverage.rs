@@ -140,6 +140,7 @@ Notes that hold for every overload:
 for static sizes. With symbolic sizes, some decompositions need a dim to be static and say so \
 (the driver then compiles per size).
 - Out-of-range indices are clamped by gathers and dropped by scatters, where PyTorch raises an error.
+- Values have no memory layout in the IR; the importer tracks PyTorch's layout of each node (strides and storage offset of views) for the ops that read memory (`as_strided`, `sym_stride`, `sym_storage_offset`), and refuses them where it does not know it.
 - Overloads outside the core set are listed only when they are supported; most of the others never \
 reach the importer because `run_decompositions()` decomposes them.
 

@@ -139,6 +139,36 @@ pub(crate) fn bind(
     Ok(Args { site, bound, sym_tensors: Vec::new() })
 }
 
+/// The node names passed to each parameter of `params` (inside lists too), for what is known
+/// about those nodes beyond their values (their memory layout). Call after [`bind`] succeeded.
+pub(crate) fn param_sources<'a>(
+    params: &'static str,
+    positional: &'a [Arg],
+    keywords: &'a [(String, Arg)],
+) -> Vec<(&'static str, &'a str)> {
+    fn names<'a>(arg: &'a Arg, out: &mut Vec<&'a str>) {
+        match arg {
+            Arg::Name(name, _) => out.push(name),
+            Arg::List(items) | Arg::Tuple(items) => items.iter().for_each(|item| names(item, out)),
+            _ => {}
+        }
+    }
+    let declared: Vec<&'static str> =
+        params.split(',').map(str::trim).filter(|param| !param.is_empty() && *param != "*").collect();
+    let mut sources = Vec::new();
+    let given = positional
+        .iter()
+        .zip(declared.iter().copied())
+        .map(|(arg, param)| (param, arg))
+        .chain(keywords.iter().filter_map(|(name, arg)| Some((*declared.iter().find(|p| *p == name)?, arg))));
+    for (param, arg) in given {
+        let mut found = Vec::new();
+        names(arg, &mut found);
+        sources.extend(found.into_iter().map(|name| (param, name)));
+    }
+    sources
+}
+
 impl Args {
     /// The symbolic-int arguments, for [`Args::set_sym_tensor`].
     pub(crate) fn sym_args(&self) -> Vec<(&'static str, SymExpr)> {
@@ -154,6 +184,22 @@ impl Args {
     /// Records the run-time value of the symbolic-int argument `name`.
     pub(crate) fn set_sym_tensor(&mut self, name: &'static str, value: ValueId) {
         self.sym_tensors.push((name, value));
+    }
+
+    /// Every tensor argument, by parameter (lists included).
+    pub(crate) fn tensor_params(&self) -> Vec<(&'static str, ValueId)> {
+        fn walk(param: &'static str, value: &Val, out: &mut Vec<(&'static str, ValueId)>) {
+            match value {
+                Val::Tensor(tensor) => out.push((param, *tensor)),
+                Val::List(items) => items.iter().for_each(|item| walk(param, item, out)),
+                _ => {}
+            }
+        }
+        let mut out = Vec::new();
+        for (param, value) in &self.bound {
+            walk(param, value, &mut out);
+        }
+        out
     }
 
     /// Bad arguments at this call.

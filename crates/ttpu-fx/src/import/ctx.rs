@@ -98,6 +98,9 @@ pub(crate) struct Cx<'a> {
     /// the data decides (how many elements a bool mask selects) are read from it; everything
     /// else is inferred and checked against it.
     pub annotated: Option<TensorType>,
+    /// How the current node's tensor arguments sit in memory, by parameter name (only the ones
+    /// that are not contiguous): what `as_strided` and `sym_stride` read.
+    pub input_layouts: Vec<(&'static str, super::storage::Layout)>,
 }
 
 type Built = std::result::Result<ValueId, InferError>;

@@ -11,6 +11,7 @@ mod ctx;
 pub(crate) mod ops;
 mod promote;
 mod signature;
+mod storage;
 mod sym;
 mod walk;
 

@@ -10,6 +10,7 @@ use ttpu_ir::{GraphBuilder, Loc, SymbolRange, TensorType};
 
 use super::args::{self, Val};
 use super::ctx::{Cx, Imported, Site};
+use super::storage::{self, Layout};
 use super::{ImportOptions, Module, ops, signature, sym};
 use crate::ast::{Arg, Expr, FxType, InputKind, Node, Program, Span, Submodule, SymExpr};
 use crate::error::{Error, Result};
@@ -30,9 +31,11 @@ pub(crate) fn import(program: &Program, options: &ImportOptions) -> Result<Modul
             seed: options.seed,
             rng_draws: 0,
             annotated: None,
+            input_layouts: Vec::new(),
         },
         program,
         env: HashMap::new(),
+        layouts: HashMap::new(),
         scope: &program.submodules,
     };
     walk.symbols()?;
@@ -54,6 +57,8 @@ struct Walk<'a> {
     cx: Cx<'a>,
     program: &'a Program,
     env: HashMap<String, Imported>,
+    /// How each node's result sits in memory, by node name, where it is not contiguous.
+    layouts: HashMap<String, Layout>,
     /// The submodules the graph being imported can read (`self.NAME`).
     scope: &'a [Submodule],
 }
@@ -211,24 +216,32 @@ impl<'a> Walk<'a> {
             Some(Annotated::Tensor(ty)) => Some(ty.clone()),
             _ => None,
         };
+        let mut layout = Layout::Contiguous;
         let value = match &node.expr {
-            Expr::Call { target, args, kwargs, target_span } => self.call(target, args, kwargs, *target_span)?,
+            Expr::Call { target, args, kwargs, target_span } => {
+                let (value, made) = self.call(target, args, kwargs, *target_span)?;
+                layout = made;
+                value
+            }
             Expr::Attr { name } => {
                 if !self.scope.iter().any(|submodule| submodule.name == *name) {
                     return Err(self.cx.bad(format!("the graph has no submodule `{name}`")));
                 }
                 Imported::Submodule(name.clone())
             }
-            Expr::Alias { source } => self
-                .env
-                .get(source)
-                .cloned()
-                .ok_or_else(|| Error::UndefinedName { at: self.location(node.span), name: source.clone() })?,
+            Expr::Alias { source } => {
+                layout = self.layout(source);
+                self.env
+                    .get(source)
+                    .cloned()
+                    .ok_or_else(|| Error::UndefinedName { at: self.location(node.span), name: source.clone() })?
+            }
             Expr::Index { base, index } => {
                 let tuple = self
                     .env
                     .get(base)
                     .ok_or_else(|| Error::UndefinedName { at: self.location(node.span), name: base.clone() })?;
+                layout = element_layout(self.layout(base), *index);
                 element(&self.cx.site, base, tuple, *index)?
             }
             Expr::SymBinary { op, lhs, rhs } => {
@@ -247,19 +260,56 @@ impl<'a> Walk<'a> {
             self.check(node, &op, &value, annotated)?;
         }
         self.env.insert(node.name.clone(), value);
+        if layout == Layout::Contiguous {
+            self.layouts.remove(&node.name);
+        } else {
+            self.layouts.insert(node.name.clone(), layout);
+        }
         Ok(())
     }
 
-    /// A call: `getitem`, or an overload from the table.
-    fn call(&mut self, target: &str, args: &[Arg], kwargs: &[(String, Arg)], span: Span) -> Result<Imported> {
-        let site = self.cx.site.clone();
-        let env = &self.env;
-        let mut resolve = |name: &str, span: Span| -> Result<Val> {
-            match env.get(name) {
-                Some(imported) => args::imported_val(&site, name, imported),
-                None => Err(Error::UndefinedName { at: site.location(span), name: name.to_string() }),
-            }
+    /// The memory layout of the node `name`.
+    fn layout(&self, name: &str) -> Layout {
+        self.layouts.get(name).cloned().unwrap_or(Layout::Contiguous)
+    }
+
+    /// A call and the memory layout of its result.
+    fn call(&mut self, target: &str, args: &[Arg], kwargs: &[(String, Arg)], span: Span) -> Result<(Imported, Layout)> {
+        if target == "operator.getitem"
+            && let [Arg::Name(base, _), Arg::Int(index)] = args
+        {
+            let layout = element_layout(self.layout(base), *index);
+            return Ok((self.call_value(target, args, kwargs, span)?, layout));
+        }
+        let Some(def) = ops::lookup(target) else {
+            let value = self.call_value(target, args, kwargs, span)?;
+            // `cond` results and the like: their own values, but not necessarily contiguous ones.
+            let layout = match &value {
+                Imported::Tensor(_) | Imported::Tuple(_) => {
+                    Layout::Unknown(format!("it is a result of `{target}`, whose layout is not tracked").into())
+                }
+                _ => Layout::Contiguous,
+            };
+            return Ok((value, layout));
         };
+        self.cx.input_layouts = args::param_sources(def.params, args, kwargs)
+            .into_iter()
+            .filter_map(|(param, name)| {
+                let layout = self.layouts.get(name)?;
+                Some((param, layout.clone()))
+            })
+            .collect();
+        let result = self.bind(def, args, kwargs).and_then(|bound| {
+            let value = (def.run)(&mut self.cx, &bound)?;
+            let layout = storage::propagate(&mut self.cx, target, &bound, &value);
+            Ok((value, layout))
+        });
+        self.cx.input_layouts.clear();
+        result
+    }
+
+    /// A call: `getitem`, or an overload from the table.
+    fn call_value(&mut self, target: &str, args: &[Arg], kwargs: &[(String, Arg)], span: Span) -> Result<Imported> {
         if matches!(target, "torch._check" | "torch._check_is_size") {
             // Runtime checks on symbolic values: only a statically false one is an error.
             if let [Arg::Name(name, _), ..] = args
@@ -306,18 +356,32 @@ impl<'a> Walk<'a> {
                 node: self.cx.site.node.clone(),
             });
         };
+        let bound = self.bind(def, args, kwargs)?;
+        (def.run)(&mut self.cx, &bound)
+    }
+
+    /// Binds a call's arguments to the parameters of `def`.
+    fn bind(&mut self, def: &ops::OpDef, args: &[Arg], kwargs: &[(String, Arg)]) -> Result<args::Args> {
+        let site = self.cx.site.clone();
+        let env = &self.env;
+        let mut resolve = |name: &str, span: Span| -> Result<Val> {
+            match env.get(name) {
+                Some(imported) => args::imported_val(&site, name, imported),
+                None => Err(Error::UndefinedName { at: site.location(span), name: name.to_string() }),
+            }
+        };
         let positional = args.iter().map(|arg| args::resolve_arg(arg, &mut resolve)).collect::<Result<Vec<_>>>()?;
         let keywords = kwargs
             .iter()
             .map(|(name, arg)| Ok((name.clone(), args::resolve_arg(arg, &mut resolve)?)))
             .collect::<Result<Vec<_>>>()?;
-        let mut bound = args::bind(site, def.params, positional, keywords)?;
+        let mut bound = args::bind(site.clone(), def.params, positional, keywords)?;
         for (name, expr) in bound.sym_args() {
             if let Some(value) = self.cx.sym_tensor(&expr)? {
                 bound.set_sym_tensor(name, value);
             }
         }
-        (def.run)(&mut self.cx, &bound)
+        Ok(bound)
     }
 
     /// `torch.cond(pred, true_graph, false_graph, operands)`. Both branches are pure graphs with
@@ -415,10 +479,17 @@ impl<'a> Walk<'a> {
         let env =
             submodule.placeholders.iter().map(|placeholder| placeholder.name.clone()).zip(operands.iter().cloned());
         let outer_env = std::mem::replace(&mut self.env, env.collect());
+        // A branch's names are its own; its inputs' layouts are not tracked across the call.
+        let layouts = submodule.placeholders.iter().map(|placeholder| {
+            let reason = "it is an operand of `cond`, whose layout is not tracked into the branch";
+            (placeholder.name.clone(), Layout::Unknown(reason.into()))
+        });
+        let outer_layouts = std::mem::replace(&mut self.layouts, layouts.collect());
         let outer_scope = std::mem::replace(&mut self.scope, &submodule.submodules);
         let (outer_site, outer_loc) = (self.cx.site.clone(), self.cx.b.loc().clone());
         let result = self.subgraph_body(submodule);
         self.env = outer_env;
+        self.layouts = outer_layouts;
         self.scope = outer_scope;
         if result.is_ok() {
             // On an error the site stays at the failing node inside the branch, where it points.
@@ -501,6 +572,21 @@ impl<'a> Walk<'a> {
 enum Annotated {
     Tensor(TensorType),
     SymInt(SymExpr),
+}
+
+/// The layout of element `index` of a multi-output result.
+fn element_layout(layout: Layout, index: i64) -> Layout {
+    match layout {
+        Layout::Tuple(items) => {
+            let position = if index < 0 { index + items.len() as i64 } else { index };
+            usize::try_from(position)
+                .ok()
+                .and_then(|position| items.get(position).cloned())
+                .unwrap_or(Layout::Contiguous)
+        }
+        Layout::Contiguous => Layout::Contiguous,
+        other => other,
+    }
 }
 
 /// Element `index` of a multi-output result (Python indexing: negative counts from the end).

@@ -13,7 +13,7 @@ use crate::ast::SymExpr;
 use crate::error::Result;
 use crate::import::args::{Args, Val};
 use crate::import::ctx::{Cx, Imported};
-use crate::import::sym;
+use crate::import::{storage, sym};
 
 /// `clone`, `alias`, `detach`, `lift_fresh_copy`: values are immutable in the IR.
 pub(super) fn identity(_cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
@@ -545,12 +545,32 @@ pub(super) fn sym_stride(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let x = args.tensor("self")?;
     let shape = cx.shape(x);
     let dim = cx.norm_dim(args.int("dim")?, shape.rank())?;
-    Ok(Imported::SymInt(product(shape.dims().get(dim + 1..).unwrap_or(&[]))))
+    match storage::input_layout(cx, "self") {
+        storage::Layout::Contiguous => Ok(Imported::SymInt(product(shape.dims().get(dim + 1..).unwrap_or(&[])))),
+        layout => {
+            let view = storage::view_of(cx, x, &layout)
+                .map_err(|reason| cx.bad(format!("the strides of `self` are not known: {reason}")))?;
+            if view.sizes[dim] == 1 {
+                // PyTorch's stride of a size-1 dim depends on how the view was made, and no
+                // element's position depends on it; it is not tracked.
+                return Err(cx.bad(format!("the stride of dim {dim} (of size 1) of a strided view is not tracked")));
+            }
+            Ok(Imported::SymInt(SymExpr::Int(view.strides[dim])))
+        }
+    }
 }
 
-/// `sym_storage_offset`: always 0, every value being its own contiguous tensor.
-pub(super) fn sym_storage_offset(_cx: &mut Cx<'_>, _args: &Args) -> Result<Imported> {
-    Ok(Imported::SymInt(SymExpr::Int(0)))
+/// `sym_storage_offset`: where `self` starts in its storage.
+pub(super) fn sym_storage_offset(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    match storage::input_layout(cx, "self") {
+        storage::Layout::Contiguous => Ok(Imported::SymInt(SymExpr::Int(0))),
+        layout => {
+            let view = storage::view_of(cx, x, &layout)
+                .map_err(|reason| cx.bad(format!("the storage offset of `self` is not known: {reason}")))?;
+            Ok(Imported::SymInt(SymExpr::Int(view.offset)))
+        }
+    }
 }
 
 /// The product of `dims` as a symbolic int, folded when static.
@@ -576,36 +596,62 @@ fn product(dims: &[Dim]) -> SymExpr {
     }
 }
 
-/// `as_strided(self, size, stride, storage_offset)` over the contiguous layout every IR value
-/// has: a gather of the flattened tensor at `offset + Σ index_k * stride_k`.
+/// The most elements an `as_strided` view may have: its storage positions are computed on the
+/// device, but a view this large of a finite storage is almost surely a mistake in the input.
+const MAX_VIEW_ELEMENTS: i64 = 1 << 40;
+
+/// `as_strided(self, size, stride, storage_offset)`: reads `self`'s *storage*, which after a view
+/// op is laid out differently from `self`'s logical elements; [`storage`] tracks that layout.
+/// The result gathers the storage's flat elements at `offset + Σ index_k * stride_k`. A missing
+/// `storage_offset` is `self`'s own offset, as in PyTorch.
 pub(super) fn as_strided(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let x = args.tensor("self")?;
     let size = args.ints("size")?;
     let stride = args.ints("stride")?;
-    let offset = args.int_or("storage_offset", 0)?;
-    if size.len() != stride.len() || size.iter().any(|&s| s < 0) || stride.iter().any(|&s| s < 0) || offset < 0 {
+    if size.len() != stride.len() || size.iter().any(|&s| s < 0) || stride.iter().any(|&s| s < 0) {
         return Err(cx.bad(format!("size {size:?} and stride {stride:?} do not describe a view")));
     }
-    let total: i64 = cx.static_dims(x, "as_strided")?.iter().product();
-    let count: i64 = size.iter().product();
-    let mut positions = Vec::with_capacity(count as usize);
-    let mut index = vec![0i64; size.len()];
-    for _ in 0..count {
-        let position = offset + index.iter().zip(&stride).map(|(i, s)| i * s).sum::<i64>();
-        if position >= total {
-            return Err(cx.bad(format!("as_strided reads element {position} of a tensor of {total}")));
-        }
-        positions.push(Scalar::Int(position));
-        for dim in (0..size.len()).rev() {
-            index[dim] += 1;
-            if index[dim] < size[dim] {
-                break;
+    let layout = storage::input_layout(cx, "self");
+    let source = storage::view_of(cx, x, &layout)
+        .map_err(|reason| cx.bad(format!("reads the memory of `self`, whose layout is not known: {reason}")))?;
+    let offset = args.int_or("storage_offset", source.offset)?;
+    if offset < 0 {
+        return Err(cx.bad(format!("storage offset {offset} is negative")));
+    }
+    let count = size
+        .iter()
+        .try_fold(1i64, |acc, &s| acc.checked_mul(s))
+        .filter(|&count| count <= MAX_VIEW_ELEMENTS)
+        .ok_or_else(|| cx.bad(format!("a view of sizes {size:?} has too many elements")))?;
+    if count > 0 {
+        // The last element read: PyTorch requires it inside the storage.
+        let last = size
+            .iter()
+            .zip(&stride)
+            .try_fold(offset, |acc, (&s, &st)| (s - 1).checked_mul(st).and_then(|step| acc.checked_add(step)));
+        match last {
+            Some(last) if last < source.storage_len => {}
+            _ => {
+                return Err(cx.bad(format!(
+                    "sizes {size:?}, strides {stride:?} and offset {offset} reach past the storage of {} elements",
+                    source.storage_len
+                )));
             }
-            index[dim] = 0;
         }
     }
-    let flat = cx.reshape(x, Shape::from_static(&[total]))?;
-    let positions = cx.literal(Literal::from_scalars(ttpu_ir::DType::I64, &[count], &positions).expect("one each"));
+    let view = storage::View { sizes: size.clone(), strides: stride, offset, ..source };
+    let flat = cx.reshape(view.base, Shape::from_static(&[view.storage_len]))?;
+    if count == 0 {
+        let empty = cx.slice(flat, &[0], &[0], &[1])?;
+        return tensor(cx.reshape(empty, Shape::from_static(&size))?);
+    }
+    if view.is_contiguous() {
+        // A run of consecutive elements (the usual restride after a reduction): a slice.
+        let run = cx.slice(flat, &[offset], &[offset + count], &[1])?;
+        return tensor(cx.reshape(run, Shape::from_static(&size))?);
+    }
+    let positions = storage::positions(cx, &view)?;
+    let positions = cx.reshape(positions, Shape::from_static(&[count]))?;
     let taken = gather_dim(cx, flat, 0, positions)?;
     tensor(cx.reshape(taken, Shape::from_static(&size))?)
 }

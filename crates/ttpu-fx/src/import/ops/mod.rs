@@ -353,6 +353,7 @@ pub(crate) static TABLE: &[OpDef] = &[
     def("aten.transpose.int", "self, dim0, dim1", layout::transpose),
     def("aten.view.default", "self, size", layout::view),
     def("aten._unsafe_view.default", "self, size", layout::view),
+    def("aten._reshape_alias.default", "self, size, stride", layout::view),
     def("aten.reshape.default", "self, shape", layout::reshape),
     def("aten.expand.default", "self, size, *, implicit", layout::expand),
     def("aten.unsqueeze.default", "self, dim", layout::unsqueeze),

@@ -22,8 +22,19 @@ const RANDOM: &str = "PyTorch's distribution from the seeded generator (see Rand
 const SIGN_BIT: &str = "`-0.0` is negative, but a NaN counts as positive whatever its own sign bit (the IR has \
                         no bitcast to read it); PyTorch reads it, and `0.0 / 0.0` on x86 is a negative NaN";
 
+/// The note of the ops that read memory rather than elements.
+const LAYOUT: &str = "exact over the layouts PyTorch gives views (permute, transpose, slice, select, unfold, \
+                      diagonal, expand, split, unbind, view, as_strided), channels-last and preserve-format copies, \
+                      pointwise ops of one strided tensor and the reductions, scans and products PyTorch always \
+                      makes contiguous; graph inputs are taken as contiguous, as \
+                      `torch.export` does; refused, naming the node, where the layout is not tracked (another op \
+                      reading a strided view)";
+
 /// Notes, at most one per overload.
 pub(crate) static NOTES: &[(&str, Note)] = &[
+    ("aten.as_strided.default", Note::Partial(LAYOUT)),
+    ("aten.sym_storage_offset.default", Note::Partial(LAYOUT)),
+    ("aten.sym_stride.int", Note::Partial(LAYOUT)),
     (
         "aten._fft_c2r.default",
         Note::Unsupported("FFTs take or produce complex tensors, and the IR has no complex dtypes"),
