@@ -62,9 +62,11 @@ impl HostTensor {
     }
 
     /// Whether this tensor fits `ty`, where a symbolic dim fits any size (sizes are checked
-    /// against ranges separately).
+    /// against ranges separately). The fields are public, so a tensor whose data length
+    /// disagrees with its shape can be built by hand; it fits nothing.
     pub fn fits(&self, ty: &TensorType) -> bool {
-        ty.dtype == self.dtype
+        byte_size(self.dtype, &self.shape) == Some(self.data.len())
+            && ty.dtype == self.dtype
             && ty.rank() == self.shape.len()
             && ty.shape.dims().iter().zip(&self.shape).all(|(dim, &size)| match dim {
                 Dim::Static(expected) => *expected == size,
@@ -80,7 +82,7 @@ impl HostTensor {
     /// The tensor of a PJRT host buffer; `None` for element types the IR has no dtype for.
     pub fn from_host_buffer(buffer: HostBuffer) -> Option<HostTensor> {
         let dtype = dtype_of_element(buffer.element_type)?;
-        Some(HostTensor { dtype, shape: buffer.dims, data: buffer.data })
+        HostTensor::new(dtype, buffer.dims, buffer.data).ok()
     }
 }
 

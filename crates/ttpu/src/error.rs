@@ -142,7 +142,7 @@ pub enum Error {
         message: String,
     },
     /// Outputs and expected outputs do not have the same keys, shapes or dtypes.
-    #[error("expected output `{key}`: {message}")]
+    #[error("output `{key}`: {message}")]
     Parity {
         /// The key.
         key: String,

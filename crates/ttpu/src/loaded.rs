@@ -574,12 +574,13 @@ pub(crate) fn bind_part<'a>(
             expected: input.ty.to_string(),
         })?;
         if !tensor.fits(&input.ty) {
-            return Err(Error::TensorMismatch {
-                what,
-                key: input.key.clone(),
-                expected: input.ty.to_string(),
-                found: tensor.describe(),
-            });
+            let found = match ttpu_runtime::byte_size(tensor.dtype, &tensor.shape) {
+                Some(bytes) if bytes != tensor.data.len() => {
+                    format!("{} holding {} bytes, not {bytes}", tensor.describe(), tensor.data.len())
+                }
+                _ => tensor.describe(),
+            };
+            return Err(Error::TensorMismatch { what, key: input.key.clone(), expected: input.ty.to_string(), found });
         }
         res.push(Some(tensor));
     }

@@ -187,7 +187,7 @@ fn parity_fails_with_a_nonzero_exit_when_outputs_differ() {
     ]);
     assert!(!out.status.success());
     assert!(
-        stderr(&out).contains("expected output `output_0`: expected bf16[4, 8], the model produced f32[4, 8]"),
+        stderr(&out).contains("output `output_0`: expected bf16[4, 8], the model produced f32[4, 8]"),
         "{}",
         stderr(&out)
     );

@@ -62,6 +62,11 @@ fn missing_and_misshaped_inputs() {
     let (model, weights, mut inputs) = load("mlp");
     let x = inputs.shift_remove("x").expect("the mlp takes x");
     assert_eq!(run_error(&model, &weights, &inputs), "missing input `x`: the model expects f32[4, 16]");
+    inputs.insert("x".into(), HostTensor { shape: vec![4, 16], data: x.data[..10].to_vec(), ..x.clone() });
+    assert_eq!(
+        run_error(&model, &weights, &inputs),
+        "input `x`: expected f32[4, 16], found f32[4, 16] holding 10 bytes, not 256"
+    );
     inputs.insert("x".into(), HostTensor { shape: vec![2, 32], ..x });
     assert_eq!(run_error(&model, &weights, &inputs), "input `x`: expected f32[4, 16], found f32[2, 32]");
 }
