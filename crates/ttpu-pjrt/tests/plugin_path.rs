@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use ttpu_pjrt::{default_plugin_path, find_plugin, plugin_path_from_env_or_default};
 
 /// Sets or removes an environment variable.
+#[allow(unsafe_code)] // `std::env::set_var` is `unsafe` since edition 2024.
 fn set(name: &str, value: Option<&str>) {
     // SAFETY: this test binary runs one test on one thread, and nothing else
     // in the process reads the environment concurrently.

@@ -61,6 +61,8 @@ pub(crate) fn tensor_type<'c>(context: &'c Context, ty: &TensorType) -> Result<T
 /// exact for `f16`/`bf16` and fast for big weights. A splat passes one element, which MLIR
 /// stores (and prints) as a splat. Booleans go through the `bool` constructor because MLIR
 /// stores `i1` bit-packed, not one byte per element as the literal does.
+// melior has no safe constructor for a dense attribute from raw bytes; MLIR's C API has one.
+#[allow(unsafe_code)]
 pub(crate) fn dense_literal<'c>(context: &'c Context, literal: &Literal) -> Result<Attribute<'c>, Error> {
     let ty = tensor_of(context, literal.dtype(), literal.dims())?;
     if literal.dtype() == DType::Bool {

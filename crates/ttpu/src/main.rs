@@ -318,6 +318,8 @@ enum Emit {
     Fused,
 }
 
+// `std::env::set_var` is `unsafe` since edition 2024 (other threads may read the environment).
+#[allow(unsafe_code)]
 fn main() -> ExitCode {
     // XLA plugins log at INFO to stderr through their own logger (the CPU plugin announces each
     // client option it was given). Our logs go through `tracing`; keep the plugin's warnings and

@@ -1,5 +1,6 @@
-//! Repository hygiene checked as a test: the allowed dependency edges between crates, a `//!`
-//! doc at the top of every Rust file, and no `#[ignore]` or `#[should_panic]` anywhere.
+//! Repository hygiene checked as a test: the allowed dependency edges between crates, no declared
+//! dependency left unused, a `//!` doc at the top of every Rust file, and no `#[ignore]` or
+//! `#[should_panic]` anywhere.
 
 use std::path::{Path, PathBuf};
 
@@ -29,6 +30,17 @@ const ALLOWED_DEV_EDGES: &[(&str, &[&str])] =
 /// Crates that only binaries may use.
 const BINARY_ONLY: &[&str] = &["clap", "anyhow", "miette", "tracing-subscriber", "indicatif"];
 
+/// `(package name, manifest text, crate directory)` of every workspace member.
+fn members() -> Vec<(String, String, PathBuf)> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(root().join("crates"))
+        .expect("crates/ exists")
+        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+        .collect();
+    dirs.push(root().join("xtask"));
+    dirs.sort();
+    manifests().into_iter().zip(dirs).map(|((name, text), dir)| (name, text, dir)).collect()
+}
+
 fn manifests() -> Vec<(String, String)> {
     let mut res = vec![];
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(root().join("crates"))
@@ -36,6 +48,7 @@ fn manifests() -> Vec<(String, String)> {
         .filter_map(|entry| entry.ok().map(|entry| entry.path()))
         .collect();
     dirs.push(root().join("xtask"));
+    dirs.sort();
     for dir in dirs {
         let text = std::fs::read_to_string(dir.join("Cargo.toml")).expect("every crate has a Cargo.toml");
         let name = text
@@ -90,6 +103,90 @@ fn crate_dependencies_follow_the_allowed_edges() {
             }
             if BINARY_ONLY.contains(&dependency.as_str()) && name != "ttpu" && name != "xtask" {
                 problems.push(format!("library {name} depends on binary-only {dependency}"));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{problems:#?}");
+}
+
+/// Whether Rust code names the crate `name` (`name::`, `use name`, `extern crate name`).
+fn names_crate(code: &str, name: &str) -> bool {
+    let ident = name.replace('-', "_");
+    code.match_indices(&ident).any(|(at, _)| {
+        let before = code[..at].chars().next_back();
+        let after = &code[at + ident.len()..];
+        let starts_word = before.is_none_or(|c| !(c.is_alphanumeric() || c == '_'));
+        starts_word && (after.starts_with("::") || after.starts_with(';') || after.starts_with(" as "))
+    })
+}
+
+#[test]
+fn every_declared_dependency_is_used() {
+    let mut problems = vec![];
+    let mut used_anywhere = std::collections::BTreeSet::new();
+    for (name, manifest, dir) in members() {
+        let mut files = vec![];
+        rust_files(&dir, &mut files);
+        let code: String = files.iter().filter_map(|file| std::fs::read_to_string(file).ok()).collect();
+        let declared = dependency_names(&manifest);
+        for (index, (dependency, _)) in declared.iter().enumerate() {
+            if declared[..index].iter().any(|(earlier, _)| earlier == dependency) {
+                // A normal dependency is there for tests too.
+                problems.push(format!("{name} declares {dependency} twice"));
+            }
+        }
+        for (dependency, _) in declared {
+            if names_crate(&code, &dependency) {
+                used_anywhere.insert(dependency);
+            } else {
+                problems.push(format!("{name} declares {dependency} and never uses it"));
+            }
+        }
+    }
+    let workspace = std::fs::read_to_string(root().join("Cargo.toml")).expect("the workspace manifest exists");
+    for (dependency, _) in dependency_names(&workspace) {
+        if !used_anywhere.contains(&dependency) {
+            problems.push(format!("the workspace declares {dependency} and no crate uses it"));
+        }
+    }
+    assert!(problems.is_empty(), "{problems:#?}");
+}
+
+#[test]
+fn the_unused_dependency_check_sees_uses_and_misses() {
+    assert!(names_crate("use smallvec::SmallVec;", "smallvec"));
+    assert!(names_crate("    tracing::debug!(x);", "tracing"));
+    assert!(names_crate("let m = mlir_sys::mlirContextCreate();", "mlir-sys"));
+    assert!(!names_crate("let my_smallvec = 1; // smallvec", "smallvec"));
+    assert!(!names_crate("use ttpu_ir_extra::X;", "ttpu-ir"));
+}
+
+/// Every `unsafe` block or impl says why it is sound in a `// SAFETY:` comment in the comment
+/// lines right above it (or on its own line). The `unsafe_code` lint (denied for the workspace)
+/// makes each crate that needs `unsafe` allow it by name; this makes each use explain itself.
+#[test]
+fn every_unsafe_block_has_a_safety_comment() {
+    let mut files = vec![];
+    rust_files(&root().join("crates"), &mut files);
+    rust_files(&root().join("xtask"), &mut files);
+    let mut problems = vec![];
+    for file in files {
+        let text = std::fs::read_to_string(&file).expect("source files are UTF-8");
+        let lines: Vec<&str> = text.lines().collect();
+        for (index, line) in lines.iter().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            let is_unsafe_use = ["unsafe {", "unsafe impl"].iter().any(|form| code.contains(form));
+            if !is_unsafe_use || line.contains("SAFETY:") {
+                continue;
+            }
+            let explained = lines[..index]
+                .iter()
+                .rev()
+                .take_while(|above| above.trim_start().starts_with("//"))
+                .any(|above| above.contains("SAFETY:"));
+            if !explained && !file.ends_with("tidy.rs") {
+                let shown = file.strip_prefix(root()).unwrap_or(&file).display().to_string();
+                problems.push(format!("{shown}:{}: `unsafe` without a `// SAFETY:` comment", index + 1));
             }
         }
     }
