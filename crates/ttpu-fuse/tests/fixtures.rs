@@ -49,7 +49,7 @@ fn fixtures_fuse_without_growing() {
             continue;
         }
         let graph = ttpu_ir::text::parse(snapshot_body(&contents)).unwrap_or_else(|error| panic!("{name}: {error}"));
-        let options = FuseOptions { time_limit: std::time::Duration::from_secs(60), ..FuseOptions::default() };
+        let options = FuseOptions::default();
         let (fused, report) = fuse(&graph, &options).unwrap_or_else(|error| panic!("{name}: {error}"));
         ttpu_ir::verify(&fused).unwrap_or_else(|error| panic!("{name}: {error}"));
         assert_eq!(fused.signature(), graph.signature(), "{name}: the signature changed");

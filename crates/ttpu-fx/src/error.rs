@@ -121,7 +121,7 @@ pub enum Error {
         message: String,
     },
     /// The model has symbolic dims and no concrete sizes were given for them.
-    #[error("{at}: dynamic dims not supported yet: {message}")]
+    #[error("{at}: needs static sizes: {message}")]
     DynamicDims {
         /// Where the symbolic dim appears.
         at: Location,

@@ -37,7 +37,7 @@ pub struct ParseError {
 /// Parses IR text printed by [`super::print`].
 pub fn parse(text: &str) -> Result<Graph, ParseError> {
     let tokens = lex(text)?;
-    Parser { tokens, pos: 0, builder: GraphBuilder::new(), values: HashMap::new() }.graph()
+    Parser { tokens, pos: 0, builder: GraphBuilder::new(), values: HashMap::new(), nesting: 0 }.graph()
 }
 
 /// How deeply attribute lists may nest; deeper input is rejected instead of exhausting the stack.
@@ -300,6 +300,9 @@ struct Parser {
     builder: GraphBuilder,
     /// Value names in the text (without `%`) to values of the graph being built.
     values: HashMap<String, ValueId>,
+    /// Parentheses open in the size expression being parsed: bounded, so hostile text cannot
+    /// exhaust the stack.
+    nesting: usize,
 }
 
 type Parsed<T> = Result<T, ParseError>;
@@ -619,6 +622,19 @@ impl Parser {
 
     fn dim_primary(&mut self) -> Parsed<DimExpr> {
         let token = self.peek().clone();
+        if matches!(&token.tok, Tok::Punct('(') | Tok::Ident(_)) {
+            if self.nesting >= MAX_NESTING {
+                return Err(token.error(format!("size expression nested more than {MAX_NESTING} deep")));
+            }
+            self.nesting += 1;
+            let expr = self.dim_primary_nested(token);
+            self.nesting -= 1;
+            return expr;
+        }
+        self.dim_primary_nested(token)
+    }
+
+    fn dim_primary_nested(&mut self, token: Token) -> Parsed<DimExpr> {
         let expr = match &token.tok {
             Tok::Int(size) => DimExpr::constant(*size),
             // `Mod(expr, N)`, as PyTorch spells a modulo.
@@ -935,6 +951,22 @@ mod tests {
         let (_, first) = graph.nodes().next().unwrap();
         assert_eq!(first.loc.name.as_deref(), Some("permute"));
         assert_eq!(first.loc.origin.as_deref(), Some("aten.permute.default @ model.fx:7"));
+    }
+
+    #[test]
+    fn deep_size_expressions_are_an_error_not_a_stack_overflow() {
+        let deep = |depth: usize| {
+            format!(
+                "symbol s0 in [2, 8]\ngraph @main(%0: f32[{}s0{}] \"x\") -> (f32[s0]) {{\n  return %0\n}}\n",
+                "(".repeat(depth),
+                ")".repeat(depth)
+            )
+        };
+        assert!(parse(&deep(MAX_NESTING - 1)).is_ok());
+        assert_eq!(
+            error(&deep(100_000)),
+            format!("2:{}: size expression nested more than {MAX_NESTING} deep", 21 + MAX_NESTING)
+        );
     }
 
     #[test]
