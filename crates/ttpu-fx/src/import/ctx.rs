@@ -105,6 +105,24 @@ pub(crate) struct Cx<'a> {
 
 type Built = std::result::Result<ValueId, InferError>;
 
+/// The most elements any tensor of an imported program may have (2^40): far beyond any device, and
+/// small enough that products of a tensor's dims never overflow `i64`.
+pub(crate) const MAX_ELEMENTS: i64 = 1 << 40;
+
+/// The most entries of a table the importer computes on the host (gather positions, pooling
+/// masks, index lists): 16M entries, about 256 MiB while built.
+pub(crate) const MAX_TABLE: i64 = 1 << 24;
+
+/// The most steps a decomposition unrolls into graph nodes (pooling kernel offsets).
+pub(crate) const MAX_UNROLL: i64 = 1 << 16;
+
+/// The element count of `dims` when it is at most [`MAX_ELEMENTS`].
+pub(crate) fn element_count(dims: &[i64]) -> Option<i64> {
+    dims.iter()
+        .try_fold(1i64, |acc, &dim| if dim < 0 { None } else { acc.checked_mul(dim) })
+        .filter(|&count| count <= MAX_ELEMENTS)
+}
+
 /// The dtype PyTorch's CPU kernels compute in for `dtype` ("opmath"): `f32` for `f16`/`bf16`.
 pub(crate) fn opmath(dtype: DType) -> DType {
     match dtype {
@@ -114,6 +132,33 @@ pub(crate) fn opmath(dtype: DType) -> DType {
 }
 
 impl Cx<'_> {
+    /// The size of a host-side table of `factors` entries multiplied out, checked against
+    /// [`MAX_TABLE`]: sizes from the input reach an allocation only through here.
+    /// A zero factor counts as one: the loops that fill a table run over the other factors even
+    /// when it is empty.
+    pub(crate) fn table(&self, factors: &[i64], what: &str) -> Result<usize> {
+        factors
+            .iter()
+            .try_fold(1i64, |acc, &factor| if factor < 0 { None } else { acc.checked_mul(factor.max(1)) })
+            .filter(|&count| count <= MAX_TABLE)
+            .map(|count| count as usize)
+            .ok_or_else(|| {
+                self.bad(format!("{what} needs a table of {factors:?} entries, more than the {MAX_TABLE} allowed"))
+            })
+    }
+
+    /// A count of steps to unroll, checked against [`MAX_UNROLL`].
+    pub(crate) fn unroll(&self, factors: &[i64], what: &str) -> Result<usize> {
+        factors
+            .iter()
+            .try_fold(1i64, |acc, &factor| if factor < 0 { None } else { acc.checked_mul(factor) })
+            .filter(|&count| count <= MAX_UNROLL)
+            .map(|count| count as usize)
+            .ok_or_else(|| {
+                self.bad(format!("{what} would unroll {factors:?} steps, more than the {MAX_UNROLL} allowed"))
+            })
+    }
+
     /// [`Error::BadArguments`] at the current node.
     pub(crate) fn bad(&self, message: impl Into<String>) -> Error {
         self.site.bad(message)

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use ttpu_ir::{GraphBuilder, Loc, SymbolRange, TensorType};
 
 use super::args::{self, Val};
-use super::ctx::{Cx, Imported, Site};
+use super::ctx::{Cx, Imported, MAX_ELEMENTS, Site, element_count};
 use super::storage::{self, Layout};
 use super::{ImportOptions, Module, ops, signature, sym};
 use crate::ast::{Arg, Expr, FxType, InputKind, Node, Program, Span, Submodule, SymExpr};
@@ -141,7 +141,23 @@ impl<'a> Walk<'a> {
             }
             shape.push(dim);
         }
-        Ok(TensorType::new(dtype, shape.into_iter().collect()))
+        let ty = TensorType::new(dtype, shape.into_iter().collect());
+        self.bounded(&ty, what, span)?;
+        Ok(ty)
+    }
+
+    /// Checks that a static type has at most [`MAX_ELEMENTS`] elements, so the products of its
+    /// dims that decompositions compute cannot overflow.
+    fn bounded(&self, ty: &TensorType, what: &str, span: Span) -> Result<()> {
+        if let Some(dims) = ty.shape.as_static()
+            && element_count(&dims).is_none()
+        {
+            return Err(Error::Signature {
+                at: self.location(span),
+                message: format!("{what} is {ty}, more than the {MAX_ELEMENTS} elements a tensor may have"),
+            });
+        }
+        Ok(())
     }
 
     /// Graph inputs from the placeholders, typed by their annotations. A placeholder printed
@@ -258,6 +274,17 @@ impl<'a> Walk<'a> {
         };
         if let Some(annotated) = annotated {
             self.check(node, &op, &value, annotated)?;
+        }
+        let mut results = vec![&value];
+        while let Some(result) = results.pop() {
+            match result {
+                Imported::Tensor(tensor) => {
+                    let ty = self.cx.b.ty(*tensor).clone();
+                    self.bounded(&ty, &format!("node `{}`", node.name), node.span)?;
+                }
+                Imported::Tuple(items) => results.extend(items),
+                _ => {}
+            }
         }
         self.env.insert(node.name.clone(), value);
         if layout == Layout::Contiguous {

@@ -107,8 +107,8 @@ pub(super) fn adaptive_avg_pool2d_backward(cx: &mut Cx<'_>, args: &Args) -> Resu
     let mut matrices = vec![];
     for dim in [rank - 2, rank - 1] {
         let (input, output) = (sizes[dim], out[dim]);
-        let mut ones = Vec::with_capacity((output * input) as usize);
-        let mut count = Vec::with_capacity(output as usize);
+        let mut ones = Vec::with_capacity(cx.table(&[output, input], "adaptive pooling's backward")?);
+        let mut count = Vec::with_capacity(cx.table(&[output], "adaptive pooling's backward")?);
         for o in 0..output {
             let (start, end) = ((o * input) / output, ((o + 1) * input + output - 1) / output);
             count.push(end - start);
@@ -387,7 +387,7 @@ pub(super) fn convolution_backward(cx: &mut Cx<'_>, args: &Args) -> Result<Impor
         }
         let positions: i64 = a_sizes[2..].iter().product();
         let a = cx.reshape(a, Shape::from_static(&[batch, groups, a_channels / groups, positions]))?;
-        let offsets: i64 = kernel.iter().product();
+        let offsets = cx.unroll(&kernel, "the convolution's weight gradient")? as i64;
         let mut taps = Vec::with_capacity(offsets as usize);
         for flat in 0..offsets {
             let mut rest = flat;

@@ -614,7 +614,7 @@ pub(super) fn diagonal(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
         .map(|dim| dim as i64)
         .collect();
     let front = cx.transpose(x, &perm)?;
-    let mut coords = Vec::with_capacity(2 * length as usize);
+    let mut coords = Vec::with_capacity(cx.table(&[length, 2], "diagonal_scatter")?);
     for i in 0..length {
         coords.push(Scalar::Int(i + (-offset).max(0)));
         coords.push(Scalar::Int(i + offset.max(0)));
@@ -967,9 +967,19 @@ pub(super) fn col2im(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
         sizes.insert(0, 1);
     }
     let (n, rows, length) = (sizes[0], sizes[1], sizes[2]);
-    let per_channel = kernel[0] * kernel[1];
-    let blocks: Vec<i64> =
-        (0..2).map(|d| (output[d] + 2 * padding[d] - dilation[d] * (kernel[d] - 1) - 1) / stride[d] + 1).collect();
+    let per_channel = cx.table(&kernel, "col2im")? as i64;
+    cx.table(&[per_channel, length], "col2im")?;
+    cx.table(&output, "col2im")?;
+    // Every size is bounded now; what overflows is a padding or dilation no output could have.
+    let block = |d: usize| -> Option<i64> {
+        let span = dilation[d].checked_mul(kernel[d].checked_sub(1)?)?;
+        let reach = output[d].checked_add(padding[d].checked_mul(2)?)?.checked_sub(span)?.checked_sub(1)?;
+        Some(reach / stride[d] + 1)
+    };
+    let blocks: Vec<i64> = (0..2)
+        .map(block)
+        .collect::<Option<_>>()
+        .ok_or_else(|| cx.bad(format!("padding {padding:?} and dilation {dilation:?} are out of range")))?;
     if rows % per_channel != 0 || blocks[0] * blocks[1] != length {
         return Err(cx.bad(format!("cannot fold {} into {output:?} with kernel {kernel:?}", cx.ty(x))));
     }

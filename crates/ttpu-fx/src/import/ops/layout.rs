@@ -438,6 +438,7 @@ pub(crate) fn reverse(cx: &mut Cx<'_>, x: ValueId, dim: usize) -> Result<ValueId
     if size <= 1 {
         return Ok(x);
     }
+    cx.table(&[size], "flip")?;
     let positions: Vec<Scalar> = (0..size).rev().map(Scalar::Int).collect();
     let literal = Literal::from_scalars(ttpu_ir::DType::I64, &[size], &positions).expect("one value per position");
     let index = cx.literal(literal);
@@ -673,6 +674,7 @@ pub(super) fn unfold(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
         return tensor(cx.slice(one, &[0], &[size], &[1])?);
     }
     let count = (length - size) / step + 1;
+    cx.table(&[count, size], "unfold")?;
     let positions: Vec<Scalar> = (0..count).flat_map(|w| (0..size).map(move |i| Scalar::Int(w * step + i))).collect();
     let positions =
         cx.literal(Literal::from_scalars(ttpu_ir::DType::I64, &[count * size], &positions).expect("one each"));
@@ -705,6 +707,7 @@ pub(super) fn index_pad(cx: &mut Cx<'_>, args: &Args, n: usize, reflect: bool) -
         let dim = rank - 1 - pair;
         let (low, high) = (padding[2 * pair], padding[2 * pair + 1]);
         let size = sizes[dim];
+        cx.table(&[low.max(0).saturating_add(high.max(0)).saturating_add(size)], "padding")?;
         if reflect && (low >= size || high >= size) {
             return Err(cx.bad(format!("reflection padding {low}, {high} must be below the dim's size {size}")));
         }

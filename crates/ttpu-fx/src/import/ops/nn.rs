@@ -499,6 +499,7 @@ pub(super) fn embedding_bag(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     if cx.rank(indices) == 2 {
         // Fixed-size bags: one per row.
         let [bags, size] = cx.static_dims(indices, "embedding_bag")?[..] else { unreachable!("rank 2") };
+        cx.table(&[bags], "embedding_bag")?;
         indices = cx.reshape(indices, Shape::from_static(&[bags * size]))?;
         let starts: Vec<Scalar> = (0..bags).map(|bag| Scalar::Int(bag * size)).collect();
         offsets = cx.literal(Literal::from_scalars(DType::I64, &[bags], &starts).expect("one start per bag"));
@@ -785,6 +786,7 @@ pub(super) fn pdist(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
         return Err(cx.bad(format!("pdist needs a float matrix, found {}", cx.ty(x))));
     }
     let n = cx.static_dim(x, 0, "pdist")?;
+    cx.table(&[n, n], "pdist")?;
     let (mut first, mut second) = (vec![], vec![]);
     for i in 0..n {
         for j in i + 1..n {

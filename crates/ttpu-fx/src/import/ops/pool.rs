@@ -195,7 +195,7 @@ fn max_pool_indices(cx: &mut Cx<'_>, x: ValueId, pool: &Pool) -> Result<ValueId>
     let padded = cx.pad(x, fill, &low, &high, &vec![0; rank])?;
     // Leading dims are taken whole (to their end when symbolic); pooled dims are static.
     let padded_sizes: SmallVec<[Dim; 4]> = cx.shape(padded).0;
-    let offsets: usize = pool.kernel.iter().map(|&k| k as usize).product();
+    let offsets = cx.unroll(&pool.kernel, "pooling")?;
     for flat in 0..offsets {
         // Kernel offset of this step, row-major like PyTorch's nested loops.
         let mut rest = flat;
@@ -312,7 +312,7 @@ pub(super) fn avg_pool_backward(cx: &mut Cx<'_>, args: &Args, n: usize) -> Resul
     let rank = pool.lead + n;
     let padded: Vec<i64> = (0..n).map(|i| pool.input[i] + 2 * pool.padding[i] + pool.extra[i]).collect();
     let zero = cx.scalar(compute, Scalar::Int(0));
-    let offsets: usize = pool.kernel.iter().map(|&k| k as usize).product();
+    let offsets = cx.unroll(&pool.kernel, "pooling")?;
     let mut total: Option<ValueId> = None;
     for flat in 0..offsets {
         let mut rest = flat;
@@ -366,8 +366,9 @@ pub(super) fn adaptive_avg_pool(cx: &mut Cx<'_>, args: &Args, n: usize) -> Resul
     for index in (0..n).rev() {
         let dim = rank - n + index;
         let (input, out) = (sizes[dim], output[index]);
-        let mut ones = Vec::with_capacity((out * input) as usize);
-        let mut count = Vec::with_capacity(out as usize);
+        cx.table(&[out], "upsampling")?;
+        let mut ones = Vec::with_capacity(cx.table(&[out, input], "adaptive pooling")?);
+        let mut count = Vec::with_capacity(cx.table(&[out], "adaptive pooling")?);
         for o in 0..out {
             let (start, end) = adaptive_window(o, input, out);
             count.push(end - start);
@@ -473,6 +474,7 @@ fn upsample_nearest_rounding(cx: &mut Cx<'_>, args: &Args, n: usize, exact: bool
     let mut value = x;
     for index in 0..n {
         let (input, out) = (sizes[2 + index], output[index]);
+        cx.table(&[out], "upsampling")?;
         let sources: Vec<Scalar> = (0..out)
             .map(|o| {
                 let scale = match &scales {
@@ -519,6 +521,7 @@ pub(super) fn upsample_bilinear(cx: &mut Cx<'_>, args: &Args) -> Result<Imported
     for index in 0..2 {
         let dim = 2 + index;
         let (input, out) = (sizes[dim], output[index]);
+        cx.table(&[out], "upsampling")?;
         let scale = scales.as_ref().map(|scales| scales[index]);
         // PyTorch's `area_pixel_compute_scale` and source index, in the opmath dtype (f32).
         let ratio: f32 = if align_corners {
@@ -574,7 +577,7 @@ pub(super) fn adaptive_max_pool(cx: &mut Cx<'_>, args: &Args) -> Result<Imported
     let lead = rank - 2;
     let (h, w) = (sizes[lead], sizes[lead + 1]);
     let (oh, ow) = (output[0], output[1]);
-    let mut inside = Vec::with_capacity((oh * ow * h * w) as usize);
+    let mut inside = Vec::with_capacity(cx.table(&[oh, ow, h, w], "adaptive max pooling")?);
     for i in 0..oh {
         let (h0, h1) = adaptive_window(i, h, oh);
         for j in 0..ow {
