@@ -605,5 +605,8 @@ pub(super) fn fake_quantize_per_channel_cachemask(cx: &mut Cx<'_>, args: &Args) 
     let steps = cx.binary(BinaryOp::Subtract, clamped, zero_point)?;
     let scale = cx.convert(scale, DType::F64)?;
     let output = cx.binary(BinaryOp::Multiply, steps, scale)?;
+    // c10's `Half` and `BFloat16` are built from a `float`, so a double result reaches them
+    // rounded twice: to `float32`, then to the 16-bit dtype.
+    let output = cx.convert(output, opmath(dtype))?;
     Ok(Imported::Tuple(vec![Imported::Tensor(cx.convert(output, dtype)?), Imported::Tensor(mask)]))
 }
