@@ -8,8 +8,8 @@
 //!
 //! - `quantize_per_tensor` (`torch/ao/quantization/fx/_decomposed.py`) multiplies by
 //!   `1.0 / scale` computed in double precision and rounded to `float32`, never divides by
-//!   `scale`; the two differ in the last bit for most scales, which moves values on a `.5`
-//!   boundary by one step.
+//!   `scale`; `x * (1 / scale)` and `x / scale` differ in the last bit for some `x`, which moves a
+//!   value on a `.5` boundary by one step.
 //! - The fake quantization kernels (`aten/src/ATen/native/quantized/cpu/kernels/`) compute
 //!   `1.0f / scale` in `float32`, add the zero point after rounding, and clamp in double
 //!   precision with `fmin`/`fmax`, so a NaN goes to `quant_min`.
@@ -111,8 +111,9 @@ fn float32_input(cx: &mut Cx<'_>, x: ValueId) -> Result<ValueId> {
     }
 }
 
-/// `min(max(value, low), high)`, both bounds rank-0 tensors of `value`'s dtype; NaN stays NaN,
-/// as with `torch.clamp`.
+/// `min(max(value, low), high)`, both bounds rank-0 tensors of `value`'s dtype. A NaN has no
+/// quantized value to match (PyTorch's cast of NaN to an integer is undefined), so it is left to
+/// the backend's `maximum`/`minimum`.
 fn clamp(cx: &mut Cx<'_>, value: ValueId, low: ValueId, high: ValueId) -> Result<ValueId> {
     let raised = cx.binary_bcast(BinaryOp::Maximum, value, low)?;
     cx.binary_bcast(BinaryOp::Minimum, raised, high)
