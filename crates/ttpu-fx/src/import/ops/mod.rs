@@ -15,6 +15,7 @@ mod nn;
 pub(crate) mod notes;
 mod pool;
 mod prims;
+mod quant;
 mod random;
 mod reduce;
 
@@ -408,6 +409,69 @@ pub(crate) static TABLE: &[OpDef] = &[
     def("aten.unfold.default", "self, dimension, size, step", layout::unfold),
     def("aten.topk.default", "self, k, dim, largest, sorted", index::topk),
     def("aten.kthvalue.default", "self, k, dim, keepdim", index::kthvalue),
+    // ---- quantization (PT2E's `quantized_decomposed` ops, fake quantization, int8 products) ----
+    def(
+        "quantized_decomposed.quantize_per_tensor.default",
+        "input, scale, zero_point, quant_min, quant_max, dtype",
+        quant::quantize_per_tensor,
+    ),
+    def(
+        "quantized_decomposed.quantize_per_tensor.tensor",
+        "input, scale, zero_point, quant_min, quant_max, dtype",
+        quant::quantize_per_tensor,
+    ),
+    def(
+        "quantized_decomposed.quantize_per_tensor.tensor2",
+        "input, scale, zero_point, quant_min, quant_max, dtype",
+        quant::quantize_per_tensor,
+    ),
+    def(
+        "quantized_decomposed.dequantize_per_tensor.default",
+        "input, scale, zero_point, quant_min, quant_max, dtype, *, out_dtype",
+        quant::dequantize_per_tensor,
+    ),
+    def(
+        "quantized_decomposed.dequantize_per_tensor.tensor",
+        "input, scale, zero_point, quant_min, quant_max, dtype, *, out_dtype",
+        quant::dequantize_per_tensor,
+    ),
+    def(
+        "quantized_decomposed.dequantize_per_tensor.tensor2",
+        "input, scale, zero_point, quant_min, quant_max, dtype, *, out_dtype",
+        quant::dequantize_per_tensor,
+    ),
+    def(
+        "quantized_decomposed.quantize_per_channel.default",
+        "input, scales, zero_points, axis, quant_min, quant_max, dtype",
+        quant::quantize_per_channel,
+    ),
+    def(
+        "quantized_decomposed.dequantize_per_channel.default",
+        "input, scales, zero_points, axis, quant_min, quant_max, dtype, *, out_dtype",
+        quant::dequantize_per_channel,
+    ),
+    def("quantized_decomposed.choose_qparams.tensor", "input, quant_min, quant_max, eps, dtype", |cx, a| {
+        quant::choose_qparams(cx, a, false)
+    }),
+    def("quantized_decomposed.choose_qparams_symmetric.tensor", "input, quant_min, quant_max, eps, dtype", |cx, a| {
+        quant::choose_qparams(cx, a, true)
+    }),
+    def(
+        "aten.fake_quantize_per_tensor_affine_cachemask.default",
+        "self, scale, zero_point, quant_min, quant_max",
+        quant::fake_quantize_per_tensor_cachemask,
+    ),
+    def(
+        "aten._fake_quantize_per_tensor_affine_cachemask_tensor_qparams.default",
+        "self, scale, zero_point, fake_quant_enabled, quant_min, quant_max",
+        quant::fake_quantize_per_tensor_cachemask_tensor_qparams,
+    ),
+    def(
+        "aten.fake_quantize_per_channel_affine_cachemask.default",
+        "self, scale, zero_point, axis, quant_min, quant_max",
+        quant::fake_quantize_per_channel_cachemask,
+    ),
+    def("aten._int_mm.default", "self, mat2", quant::int_mm),
     // ---- copies, casts, no-ops ----
     def("aten.clone.default", "self, *, memory_format", layout::identity),
     def("aten.alias.default", "self", layout::identity),
@@ -515,7 +579,11 @@ mod tests {
         for def in TABLE {
             assert!(seen.insert(def.name), "{} is listed twice", def.name);
             assert_eq!(def.name.split('.').count(), 3, "{} is not `namespace.op.overload`", def.name);
-            assert!(def.name.starts_with("aten.") || def.name.starts_with("prims."), "{}", def.name);
+            assert!(
+                ["aten.", "prims.", "quantized_decomposed."].iter().any(|namespace| def.name.starts_with(namespace)),
+                "{}",
+                def.name
+            );
         }
     }
 }

@@ -112,7 +112,15 @@ pub(crate) static NOTES: &[(&str, Note)] = &[
              checked at run time (PyTorch raises; the compiled program computes the same values and cannot raise)",
         ),
     ),
+    ("quantized_decomposed.choose_qparams.tensor", Note::Partial(CHOOSE_QPARAMS)),
+    ("quantized_decomposed.choose_qparams_symmetric.tensor", Note::Partial(CHOOSE_QPARAMS)),
 ];
+
+/// The note of the dynamic quantization flow's parameter choice.
+const CHOOSE_QPARAMS: &str = "float32 inputs only (PyTorch also takes float16 and bfloat16, computing in \
+                              their own dtype); an input with a symbolic or zero element count is refused; a NaN in the \
+                              input gives PyTorch a NaN scale, which no quantized value can use, and is not \
+                              reproduced";
 
 /// Why the `torch.distributed` functional collectives (`_c10d_functional.all_reduce`, ...) are
 /// refused: a program exported from one rank names its process group, not devices.
