@@ -18,10 +18,6 @@ pub(crate) enum Note {
 const RANDOM: &str = "PyTorch's distribution from the seeded generator (see Random numbers), not PyTorch's \
                       numbers; fixed at compile time, so every run draws the same numbers";
 
-/// The note of the ops that read a sign bit.
-const SIGN_BIT: &str = "`-0.0` is negative, but a NaN counts as positive whatever its own sign bit (the IR has \
-                        no bitcast to read it); PyTorch reads it, and `0.0 / 0.0` on x86 is a negative NaN";
-
 /// Notes, at most one per overload.
 pub(crate) static NOTES: &[(&str, Note)] = &[
     (
@@ -39,8 +35,6 @@ pub(crate) static NOTES: &[(&str, Note)] = &[
              compute with the tensor instead",
         ),
     ),
-    ("aten.copysign.Scalar", Note::Partial(SIGN_BIT)),
-    ("aten.copysign.Tensor", Note::Partial(SIGN_BIT)),
     (
         "aten.index.Tensor",
         Note::Partial(
@@ -86,7 +80,6 @@ pub(crate) static NOTES: &[(&str, Note)] = &[
     ("aten.normal.float_float", Note::Partial(RANDOM)),
     ("aten.bernoulli.p", Note::Partial(RANDOM)),
     ("aten.exponential.default", Note::Partial(RANDOM)),
-    ("aten.signbit.default", Note::Partial(SIGN_BIT)),
     (
         "aten._assert_async.msg",
         Note::Partial(
