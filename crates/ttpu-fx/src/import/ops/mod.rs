@@ -175,6 +175,8 @@ pub(crate) static TABLE: &[OpDef] = &[
     def("aten.silu.default", "self", nn::silu),
     def("aten.hardtanh.default", "self, min_val, max_val", nn::hardtanh),
     def("aten.leaky_relu.default", "self, negative_slope", nn::leaky_relu),
+    def("aten.conv_tbc.default", "self, weight, bias, pad", nn::conv_tbc),
+    def("aten._trilinear.default", "i1, i2, i3, expand1, expand2, expand3, sumdim, unroll_dim", nn::trilinear),
     def("aten.hardsigmoid.default", "self", nn::hardsigmoid),
     def("aten.hardswish.default", "self", nn::hardswish),
     def("aten.elu.default", "self, alpha, scale, input_scale", nn::elu),
@@ -497,6 +499,11 @@ pub(crate) static TABLE: &[OpDef] = &[
     def("aten.normal.Tensor_Tensor", "mean, std, *, generator", random::normal),
     def("aten.normal.float_float", concat!("mean, std, size, *, generator, ", factory!()), random::normal),
     def("aten.bernoulli.p", "self, p, *, generator", random::bernoulli),
+    def(
+        "aten.rrelu_with_noise_functional.default",
+        "self, noise, lower, upper, training, generator",
+        random::rrelu_with_noise,
+    ),
     def("aten.exponential.default", "self, lambd, *, generator", random::exponential),
 ];
 

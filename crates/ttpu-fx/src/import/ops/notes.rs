@@ -73,6 +73,13 @@ pub(crate) static NOTES: &[(&str, Note)] = &[
         ),
     ),
     ("aten.uniform.default", Note::Partial(RANDOM)),
+    (
+        "aten.rrelu_with_noise_functional.default",
+        Note::Partial(
+            "evaluation (`training=False`) is exact; training draws the slopes from PyTorch's distribution with \
+             the seeded generator (see Random numbers), not PyTorch's numbers",
+        ),
+    ),
     ("aten.normal_functional.default", Note::Partial(RANDOM)),
     ("aten.normal.Tensor_float", Note::Partial(RANDOM)),
     ("aten.normal.float_Tensor", Note::Partial(RANDOM)),
