@@ -11,6 +11,7 @@ mod creation;
 mod elementwise;
 mod index;
 mod layout;
+mod linalg;
 mod nn;
 pub(crate) mod notes;
 mod pool;
@@ -175,6 +176,15 @@ pub(crate) static TABLE: &[OpDef] = &[
     def("aten.silu.default", "self", nn::silu),
     def("aten.hardtanh.default", "self, min_val, max_val", nn::hardtanh),
     def("aten.leaky_relu.default", "self, negative_slope", nn::leaky_relu),
+    // ---- linear algebra (static matrix sizes, unrolled) ----
+    def("aten._linalg_det.default", "A", linalg::det),
+    def("aten._linalg_slogdet.default", "A", linalg::slogdet),
+    def("aten.linalg_inv_ex.default", "A, *, check_errors", linalg::inv_ex),
+    def("aten._linalg_solve_ex.default", "A, B, *, left, check_errors", linalg::solve_ex),
+    def("aten.linalg_solve_ex.default", "A, B, *, left, check_errors", linalg::solve_ex_pair),
+    def("aten.linalg_cholesky_ex.default", "self, *, upper, check_errors", linalg::cholesky_ex),
+    def("aten.triangular_solve.default", "self, A, upper, transpose, unitriangular", linalg::triangular_solve),
+    def("aten.linalg_solve_triangular.default", "self, B, *, upper, left, unitriangular", linalg::solve_triangular),
     def("aten.conv_tbc.default", "self, weight, bias, pad", nn::conv_tbc),
     def("aten._trilinear.default", "i1, i2, i3, expand1, expand2, expand3, sumdim, unroll_dim", nn::trilinear),
     def("aten.hardsigmoid.default", "self", nn::hardsigmoid),

@@ -18,6 +18,12 @@ pub(crate) enum Note {
 const RANDOM: &str = "PyTorch's distribution from the seeded generator (see Random numbers), not PyTorch's \
                       numbers; fixed at compile time, so every run draws the same numbers";
 
+/// The note of the unrolled LU factorizations.
+const LU: &str = "matrices of a static size up to 64x64 (the factorization is unrolled into IR ops per column); \
+                  float32 and float64; the pivots are LAPACK getf2's (the first largest magnitude), which MKL's \
+                  blocked getrf matches unless two candidates tie to within its different rounding; `check_errors=True` \
+                  (a run-time raise) is refused";
+
 /// Notes, at most one per overload.
 pub(crate) static NOTES: &[(&str, Note)] = &[
     (
@@ -73,6 +79,27 @@ pub(crate) static NOTES: &[(&str, Note)] = &[
         ),
     ),
     ("aten.uniform.default", Note::Partial(RANDOM)),
+    ("aten._linalg_det.default", Note::Partial(LU)),
+    ("aten._linalg_slogdet.default", Note::Partial(LU)),
+    ("aten.linalg_inv_ex.default", Note::Partial(LU)),
+    ("aten._linalg_solve_ex.default", Note::Partial(LU)),
+    ("aten.linalg_solve_ex.default", Note::Partial(LU)),
+    (
+        "aten.linalg_cholesky_ex.default",
+        Note::Partial(
+            "matrices of a static size up to 64x64, float32 and float64; where `info > 0` the factor is LAPACK \
+             potf2's partial one (the failing column's remainder on the diagonal, `A`'s own entries from there \
+             on), which is what MKL returns for small matrices; `check_errors=True` is refused",
+        ),
+    ),
+    (
+        "aten.triangular_solve.default",
+        Note::Partial("matrices of a static size up to 64x64 (the substitution is unrolled); float32 and float64"),
+    ),
+    (
+        "aten.linalg_solve_triangular.default",
+        Note::Partial("matrices of a static size up to 64x64 (the substitution is unrolled); float32 and float64"),
+    ),
     (
         "aten.rrelu_with_noise_functional.default",
         Note::Partial(
