@@ -75,6 +75,7 @@ fn op_cost(op: &Op, operand_types: &[&TensorType], result: &TensorType) -> Cost 
             elements(result).saturating_mul(4)
         }
         Op::Binary(_) | Op::Compare(_) | Op::Select | Op::Clamp | Op::Convert(_) => elements(result),
+        Op::BitcastConvert(_) => elements(result),
         Op::Reduce { .. } | Op::ReduceWindow { .. } => elements(operand_types[0]),
         Op::DotGeneral(dims) => {
             let contracted = dims.lhs_contracting.iter().fold(1u64, |acc, &dim| {

@@ -51,7 +51,7 @@ fn hash_op(op: &Op, hasher: &mut impl Hasher) {
         Op::Binary(binary) => binary.hash(hasher),
         Op::Compare(direction) => direction.hash(hasher),
         Op::Select | Op::Clamp => {}
-        Op::Convert(dtype) => dtype.hash(hasher),
+        Op::Convert(dtype) | Op::BitcastConvert(dtype) => dtype.hash(hasher),
         Op::Reshape(shape) => shape.hash(hasher),
         Op::Transpose(permutation) => permutation.hash(hasher),
         Op::BroadcastInDim { dims, shape } => (dims, shape).hash(hasher),

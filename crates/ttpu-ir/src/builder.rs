@@ -135,6 +135,11 @@ impl GraphBuilder {
         self.op(Op::Convert(dtype), &[operand])
     }
 
+    /// Reinterprets the bits of `operand` as `dtype` (see [`Op::BitcastConvert`] for the shape).
+    pub fn bitcast_convert(&mut self, operand: ValueId, dtype: DType) -> Built {
+        self.op(Op::BitcastConvert(dtype), &[operand])
+    }
+
     /// Row-major reshape.
     pub fn reshape(&mut self, operand: ValueId, shape: Shape) -> Built {
         self.op(Op::Reshape(shape), &[operand])

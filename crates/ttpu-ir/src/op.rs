@@ -537,6 +537,12 @@ pub enum Op {
     },
     /// Communication between the replicas of a replicated program (see [`Collective`]).
     Collective(Collective),
+    /// Reinterprets the bits of each element as `dtype` (StableHLO's `bitcast_convert`). Of equal
+    /// widths the shape is kept; a narrower result splits each element into a new trailing dim of
+    /// `width ratio` parts (lowest-addressed first, as little-endian memory holds them); a wider
+    /// result joins the trailing dim, which must have exactly `ratio` elements. `bool` has no bit
+    /// width in StableHLO and is refused.
+    BitcastConvert(DType),
 }
 
 /// A collective across the replicas of a program run as N replicas, one per device. Replica
@@ -629,6 +635,7 @@ impl Op {
             Op::Select => "select",
             Op::Clamp => "clamp",
             Op::Convert(_) => "convert",
+            Op::BitcastConvert(_) => "bitcast_convert",
             Op::Reshape(_) => "reshape",
             Op::Transpose(_) => "transpose",
             Op::BroadcastInDim { .. } => "broadcast_in_dim",

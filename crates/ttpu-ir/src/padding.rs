@@ -78,6 +78,8 @@ fn mixing_reason(graph: &Graph, node: &Node, symbol: &str) -> Option<String> {
     let mixes = match &node.op {
         Op::Constant(_) | Op::Iota { .. } => false,
         Op::Unary(_) | Op::Binary(_) | Op::Compare(_) | Op::Select | Op::Clamp | Op::Convert(_) => false,
+        // A width change adds or removes only a static trailing dim: positions along a symbol stay.
+        Op::BitcastConvert(_) => false,
         Op::Transpose(_) | Op::BroadcastInDim { .. } => false,
         Op::Reshape(_) => !block_preserving(graph.ty(node.operands[0]), graph.ty(node.results[0]), symbol),
         Op::Reduce { dimensions, .. } => touches(&operand_dims[0], dimensions),

@@ -548,6 +548,7 @@ fn lower_node<'c>(
         Op::Select => ops::select(operands[0], operands[1], operands[2], result, loc),
         Op::Clamp => ops::clamp(operands[0], operands[1], operands[2], result, loc),
         Op::Convert(_) => ops::convert(operands[0], result, loc),
+        Op::BitcastConvert(_) => ops::bitcast_convert(operands[0], result, loc),
         Op::Reshape(_) => ops::reshape(operands[0], result, loc),
         Op::Transpose(permutation) => ops::transpose(context, operands[0], permutation, result, loc),
         Op::BroadcastInDim { dims, .. } => ops::broadcast_in_dim(context, operands[0], dims, result, loc),

@@ -189,6 +189,7 @@ unary_builders!(
     not,
     is_finite,
     convert,
+    bitcast_convert,
     reshape,
 );
 

@@ -126,6 +126,27 @@ fn elementwise_compare_select_and_reduce_compute() {
 }
 
 #[test]
+fn bitcast_convert_reinterprets_bits_across_widths() {
+    let mut b = GraphBuilder::new();
+    let x = input(&mut b, "x", DType::F32, &[3]);
+    let bits = b.bitcast_convert(x, DType::I32).unwrap();
+    let halves = b.bitcast_convert(x, DType::I16).unwrap();
+    let back = b.bitcast_convert(halves, DType::F32).unwrap();
+    let graph = b.finish(&[bits, halves, back]);
+    let values = [1.0f32, -0.0, f32::from_bits(0xffc0_0001)];
+    let outputs = run(&graph, &[f32_literal(&[3], &values)]);
+    let expected: Vec<i32> = values.iter().map(|value| value.to_bits() as i32).collect();
+    assert_eq!(i32s(&outputs[0]), expected);
+    // The trailing dim holds the parts in memory order: the low half first on little-endian.
+    assert_eq!(outputs[1].dims, [3, 2]);
+    let parts: Vec<u16> =
+        outputs[1].data.chunks_exact(2).map(|chunk| u16::from_le_bytes([chunk[0], chunk[1]])).collect();
+    assert_eq!(parts, [0x0000, 0x3f80, 0x0000, 0x8000, 0x0001, 0xffc0]);
+    let round_trip: Vec<u32> = f32s(&outputs[2]).iter().map(|value| value.to_bits()).collect();
+    assert_eq!(round_trip, values.map(f32::to_bits));
+}
+
+#[test]
 fn integer_and_reduction_starts_from_all_ones() {
     let mut b = GraphBuilder::new();
     let i = input(&mut b, "i", DType::I32, &[3]);

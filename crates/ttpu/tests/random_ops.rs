@@ -168,6 +168,15 @@ fn uniform_normal_and_exponential_fill_their_input_shape() {
 }
 
 #[test]
+fn rrelu_in_training_scales_by_uniform_slopes() {
+    // F.rrelu(-x, 0.1, 0.3, training=True) with x all ones: every input is -1, so the result is
+    // minus a slope drawn from U(0.1, 0.3).
+    let out = run("rrelu_train", &[("x", ones(DType::F32, &[100, 100]))]);
+    let slopes: Vec<f64> = values(&out[0], DType::F32, &[100, 100]).iter().map(|value| -value).collect();
+    assert_uniform(&slopes, 0.1, 0.3);
+}
+
+#[test]
 fn draws_are_independent_and_fixed_by_the_seed() {
     let out = run("two_draws", &[]);
     let a = values(&out[0], DType::F32, &[100, 100]);

@@ -386,6 +386,16 @@ impl Cx<'_> {
         self.ok(built)
     }
 
+    /// Reinterprets the bits as `dtype` (see [`ttpu_ir::Op::BitcastConvert`] for the shape); no
+    /// node when it already has it.
+    pub(crate) fn bitcast_convert(&mut self, value: ValueId, dtype: DType) -> Result<ValueId> {
+        if self.dtype(value) == dtype {
+            return Ok(value);
+        }
+        let built = self.b.bitcast_convert(value, dtype);
+        self.ok(built)
+    }
+
     /// Reshapes; no node when the shape is unchanged.
     pub(crate) fn reshape(&mut self, value: ValueId, shape: Shape) -> Result<ValueId> {
         if self.b.ty(value).shape == shape {

@@ -158,3 +158,29 @@ pub(super) fn pad(
     }
     Ok(TensorType::new(operand.dtype, dims.into_iter().collect()))
 }
+
+/// `bitcast_convert`: equal widths keep the shape; a narrower result adds a trailing dim of the
+/// width ratio; a wider one removes the trailing dim, which must be exactly the ratio (statically,
+/// since the byte count of each result element has to be known).
+pub(super) fn bitcast_convert(op: &Op, operand: &TensorType, dtype: crate::DType) -> InferResult {
+    if operand.dtype.is_bool() || dtype.is_bool() {
+        return fail(op, format!("bool has no bit width; cannot reinterpret {} as {dtype}", operand.dtype));
+    }
+    let (from, to) = (operand.dtype.byte_size(), dtype.byte_size());
+    let mut dims = operand.shape.dims().to_vec();
+    if to < from {
+        dims.push(Dim::Static((from / to) as i64));
+    } else if to > from {
+        let ratio = (to / from) as i64;
+        match dims.pop() {
+            Some(Dim::Static(size)) if size == ratio => {}
+            _ => {
+                return fail(
+                    op,
+                    format!("{operand} to {dtype} needs a trailing dim of exactly {ratio} ({from}-byte parts of {to})"),
+                );
+            }
+        }
+    }
+    Ok(TensorType::new(dtype, dims.into_iter().collect()))
+}

@@ -34,7 +34,12 @@ pub(crate) fn fail<T>(op: &Op, message: impl Into<String>) -> InferResult<T> {
 pub fn infer(op: &Op, operand_types: &[&TensorType]) -> Result<SmallVec<[TensorType; 1]>, InferError> {
     let expected_arity = match op {
         Op::Constant(_) | Op::Iota { .. } => Some(0),
-        Op::Unary(_) | Op::Convert(_) | Op::Reshape(_) | Op::Transpose(_) | Op::BroadcastInDim { .. } => Some(1),
+        Op::Unary(_)
+        | Op::Convert(_)
+        | Op::BitcastConvert(_)
+        | Op::Reshape(_)
+        | Op::Transpose(_)
+        | Op::BroadcastInDim { .. } => Some(1),
         Op::Slice { .. } | Op::Reduce { .. } | Op::ReduceWindow { .. } => Some(1),
         Op::Binary(_) | Op::Compare(_) | Op::Pad { .. } | Op::DotGeneral(_) => Some(2),
         Op::Convolution(_) | Op::Gather(_) => Some(2),
@@ -60,6 +65,7 @@ pub fn infer(op: &Op, operand_types: &[&TensorType]) -> Result<SmallVec<[TensorT
         Op::Select => elementwise::select(op, operand_types[0], operand_types[1], operand_types[2])?,
         Op::Clamp => elementwise::clamp(op, operand_types[0], operand_types[1], operand_types[2])?,
         Op::Convert(dtype) => operand_types[0].with_dtype(*dtype),
+        Op::BitcastConvert(dtype) => layout::bitcast_convert(op, operand_types[0], *dtype)?,
         Op::Reshape(shape) => layout::reshape(op, operand_types[0], shape)?,
         Op::Transpose(permutation) => layout::transpose(op, operand_types[0], permutation)?,
         Op::BroadcastInDim { dims, shape } => layout::broadcast_in_dim(op, operand_types[0], dims, shape)?,

@@ -24,6 +24,40 @@ fn constant_and_iota() {
 }
 
 #[test]
+fn bitcast_convert_widths() {
+    let bitcast = |dtype| Op::BitcastConvert(dtype);
+    let x = f32s(&[2, 3]);
+    // Equal widths keep the shape.
+    assert_eq!(infer_str(bitcast(DType::I32), &[&x]), "i32[2, 3]");
+    // Narrower: each element becomes a trailing dim of parts.
+    assert_eq!(infer_str(bitcast(DType::I16), &[&x]), "i16[2, 3, 2]");
+    assert_eq!(infer_str(bitcast(DType::U8), &[&x]), "u8[2, 3, 4]");
+    assert_eq!(infer_str(bitcast(DType::I32), &[&ty(DType::F64, &[])]), "i32[2]");
+    // Wider: the trailing dim must be exactly the ratio, and goes.
+    assert_eq!(infer_str(bitcast(DType::F64), &[&ty(DType::I32, &[5, 2])]), "f64[5]");
+    assert_eq!(infer_str(bitcast(DType::I64), &[&ty(DType::U8, &[8])]), "i64[]");
+    assert_eq!(
+        infer_str(bitcast(DType::F64), &[&x]),
+        "`bitcast_convert`: f32[2, 3] to f64 needs a trailing dim of exactly 2 (4-byte parts of 8)"
+    );
+    assert_eq!(
+        infer_str(bitcast(DType::F64), &[&ty(DType::F32, &[])]),
+        "`bitcast_convert`: f32[] to f64 needs a trailing dim of exactly 2 (4-byte parts of 8)"
+    );
+    let symbolic = TensorType::new(DType::I32, [sym("s0"), sym("s1")].into_iter().collect());
+    assert!(infer_str(bitcast(DType::F64), &[&symbolic]).contains("needs a trailing dim of exactly 2"));
+    assert_eq!(infer_str(bitcast(DType::F32), &[&symbolic]), "f32[s0, s1]");
+    assert_eq!(
+        infer_str(bitcast(DType::U8), &[&ty(DType::Bool, &[3])]),
+        "`bitcast_convert`: bool has no bit width; cannot reinterpret bool as u8"
+    );
+    assert_eq!(
+        infer_str(bitcast(DType::Bool), &[&ty(DType::U8, &[3])]),
+        "`bitcast_convert`: bool has no bit width; cannot reinterpret u8 as bool"
+    );
+}
+
+#[test]
 fn unary() {
     let x = f32s(&[2, 3]);
     let n = ty(DType::I32, &[2, 3]);

@@ -613,44 +613,65 @@ pub(super) fn inverse_trig(cx: &mut Cx<'_>, args: &Args, function: Inverse) -> R
     })?)
 }
 
-/// Whether each element's sign bit is set: `x < 0`, or `x` is `-0.0` (`1 / x` is `-inf`). The IR
-/// cannot read a NaN's sign bit (it has no bitcast), so NaNs count as positive, as `float('nan')`
-/// is; integers are `x < 0`, bools never.
+/// The signed integer type of a float's width: its bits compared `< 0` are the sign bit.
+pub(super) fn same_width_int(dtype: DType) -> DType {
+    match dtype.byte_size() {
+        8 => DType::I64,
+        4 => DType::I32,
+        2 => DType::I16,
+        _ => DType::I8,
+    }
+}
+
+/// Whether each element's sign bit is set. Floats read it through a bitcast to the signed integer
+/// of their width, so `-0.0` and a negative NaN (`0.0 / 0.0` on x86) count as negative, as in
+/// PyTorch; integers are `x < 0`, bools never.
 fn sign_bit(cx: &mut Cx<'_>, x: ValueId) -> Result<ValueId> {
     let dtype = cx.dtype(x);
     if dtype.is_bool() {
         return cx.splat(DType::Bool, Scalar::Bool(false), &cx.shape(x));
     }
-    let zero = cx.splat_like(x, Scalar::Int(0))?;
-    let negative = cx.compare(CompareDirection::Lt, x, zero)?;
-    if !dtype.is_float() {
-        return Ok(negative);
-    }
-    let one = cx.splat_like(x, Scalar::Int(1))?;
-    let inverse = cx.binary(BinaryOp::Divide, one, x)?;
-    let negative_zero = cx.compare(CompareDirection::Lt, inverse, zero)?;
-    let is_zero = cx.compare(CompareDirection::Eq, x, zero)?;
-    let negative_zero = cx.binary(BinaryOp::And, is_zero, negative_zero)?;
-    cx.binary(BinaryOp::Or, negative, negative_zero)
+    let bits = if dtype.is_float() { cx.bitcast_convert(x, same_width_int(dtype))? } else { x };
+    let zero = cx.splat_like(bits, Scalar::Int(0))?;
+    cx.compare(CompareDirection::Lt, bits, zero)
 }
 
-/// `signbit` (see [`sign_bit`] for NaNs).
+/// `signbit` (see [`sign_bit`]).
 pub(super) fn signbit(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let x = args.tensor("self")?;
     tensor(sign_bit(cx, x)?)
 }
 
-/// `copysign` (tensor or scalar `other`): `|self|` with the sign bit of `other`, in floats (see
-/// [`sign_bit`] for NaNs).
+/// `copysign` (tensor or scalar `other`): the bits of `self` but its sign bit, with the sign bit of
+/// `other`, in floats. Done on the integer bits, so a NaN's sign moves both ways exactly (an
+/// `abs`/`negate` pair would leave a NaN's sign to the backend).
 pub(super) fn copysign(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let (lhs, rhs) = (args.operand("self")?, args.operand("other")?);
     let dtype = cx.result_type(&[lhs, rhs]);
     let out = if dtype.is_float() { dtype } else { DEFAULT_FLOAT };
     let [magnitude, sign] = cx.prepare([lhs, rhs], out)?;
-    let magnitude = cx.unary(UnaryOp::Abs, magnitude)?;
-    let negated = cx.unary(UnaryOp::Negate, magnitude)?;
-    let negative = sign_bit(cx, sign)?;
-    tensor(cx.select(negative, negated, magnitude)?)
+    let int = same_width_int(out);
+    let bits = (8 * out.byte_size() - 1) as u32;
+    // The sign bit alone, and every other bit: i64::MIN >> (63 - bits) sign-extends to the width.
+    let sign_mask = Scalar::Int(i64::MIN >> (63 - bits));
+    let magnitude_mask = Scalar::Int(!(i64::MIN >> (63 - bits)));
+    let magnitude = cx.bitcast_convert(magnitude, int)?;
+    let magnitude = cx.binary_scalar(BinaryOp::And, magnitude, magnitude_mask)?;
+    let sign = cx.bitcast_convert(sign, int)?;
+    let sign = cx.binary_scalar(BinaryOp::And, sign, sign_mask)?;
+    let joined = cx.binary(BinaryOp::Or, magnitude, sign)?;
+    tensor(cx.bitcast_convert(joined, out)?)
+}
+
+/// `ldexp(self, other)`: `self * 2.0 ** other`, the way PyTorch computes it (so with its type
+/// promotion: an integer `other` makes the power the default float, and its overflow to `inf` is
+/// PyTorch's too).
+pub(super) fn ldexp(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let (x, exponent) = (args.operand("self")?, args.operand("other")?);
+    let two = Operand::Scalar(Scalar::Float(2.0));
+    let power_dtype = cx.result_type(&[two, exponent]);
+    let power = arith_in(cx, BinaryOp::Power, two, exponent, power_dtype)?;
+    tensor(arith(cx, BinaryOp::Multiply, x, Operand::Tensor(power))?)
 }
 
 /// `isinf`: `|x| == inf` (never for integers and bools).

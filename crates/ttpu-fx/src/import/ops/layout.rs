@@ -737,3 +737,79 @@ pub(super) fn index_pad(cx: &mut Cx<'_>, args: &Args, n: usize, reflect: bool) -
     }
     tensor(x)
 }
+
+/// PyTorch's name of a dtype in its messages (`Float`, `Long`).
+fn torch_name(dtype: ttpu_ir::DType) -> &'static str {
+    use ttpu_ir::DType;
+    match dtype {
+        DType::F64 => "Double",
+        DType::F32 => "Float",
+        DType::F16 => "Half",
+        DType::BF16 => "BFloat16",
+        DType::I64 => "Long",
+        DType::I32 => "Int",
+        DType::I16 => "Short",
+        DType::I8 => "Char",
+        DType::U8 => "Byte",
+        DType::U64 => "UInt64",
+        DType::Bool => "Bool",
+    }
+}
+
+/// `view.dtype`: the same bytes read as another dtype. Of equal element sizes it is elementwise;
+/// otherwise the last dim holds the bytes, so its size scales by the size ratio (a rank-0 tensor, a
+/// last dim the ratio does not divide, are refused with PyTorch's messages). The IR's bitcast
+/// splits or joins a trailing dim of parts, so the last dim is folded into or out of it.
+/// `bool` has no bit width in StableHLO: it goes through `u8` by value (PyTorch stores it as
+/// one byte of 0 or 1, so a `u8`/`i8` byte reads back as `!= 0`).
+pub(super) fn view_dtype(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    use ttpu_ir::DType;
+    let x = args.tensor("self")?;
+    let Some(to) = args.opt_dtype("dtype")? else { return Err(args.bad("`dtype` must be given")) };
+    let from = cx.dtype(x);
+    if from == to {
+        return tensor(x);
+    }
+    let (from_size, to_size) = (from.byte_size(), to.byte_size());
+    let names = format!("to view {} as {} (different element sizes)", torch_name(from), torch_name(to));
+    let shape = cx.shape(x);
+    let rank = shape.rank();
+    if from_size != to_size && rank == 0 {
+        return Err(cx.bad(format!("self.dim() cannot be 0 {names}")));
+    }
+    // Work in bytes' integer types where bool is involved.
+    let source = if from.is_bool() { cx.convert(x, DType::U8)? } else { x };
+    let target = if to.is_bool() { DType::U8 } else { to };
+    let viewed = if from_size == to_size {
+        cx.bitcast_convert(source, target)?
+    } else if to_size < from_size {
+        // [.., n] -> [.., n, ratio] -> [.., n * ratio].
+        let ratio = (from_size / to_size) as i64;
+        let parts = cx.bitcast_convert(source, target)?;
+        let last = match &shape[rank - 1] {
+            Dim::Static(size) => Dim::Static(
+                size.checked_mul(ratio).ok_or_else(|| cx.bad(format!("the last dim {size} overflows {names}")))?,
+            ),
+            _ => return Err(cx.bad(format!("the last dim must be static {names}, found {shape}"))),
+        };
+        let mut dims: Vec<Dim> = shape.dims().to_vec();
+        dims[rank - 1] = last;
+        cx.reshape(parts, dims.into_iter().collect())?
+    } else {
+        // [.., n] -> [.., n / ratio, ratio] -> [.., n / ratio].
+        let ratio = (to_size / from_size) as i64;
+        let size = match &shape[rank - 1] {
+            Dim::Static(size) => *size,
+            _ => return Err(cx.bad(format!("the last dim must be static {names}, found {shape}"))),
+        };
+        if size % ratio != 0 {
+            return Err(cx.bad(format!("self.size(-1) must be divisible by {ratio} {names}, but got {size}")));
+        }
+        let mut dims: Vec<Dim> = shape.dims().to_vec();
+        dims[rank - 1] = Dim::Static(size / ratio);
+        dims.push(Dim::Static(ratio));
+        let grouped = cx.reshape(source, dims.into_iter().collect())?;
+        cx.bitcast_convert(grouped, target)?
+    };
+    tensor(if to.is_bool() { cx.convert(viewed, DType::Bool)? } else { viewed })
+}

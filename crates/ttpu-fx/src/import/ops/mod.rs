@@ -11,6 +11,7 @@ mod creation;
 mod elementwise;
 mod index;
 mod layout;
+mod linalg;
 mod nn;
 pub(crate) mod notes;
 mod pool;
@@ -141,6 +142,7 @@ pub(crate) static TABLE: &[OpDef] = &[
     def("aten.signbit.default", "self", ew::signbit),
     def("aten.copysign.Tensor", "self, other", ew::copysign),
     def("aten.copysign.Scalar", "self, other", ew::copysign),
+    def("aten.ldexp.Tensor", "self, other", ew::ldexp),
     def("aten.where.self", "condition, self, other", ew::where_),
     def("aten.where.ScalarSelf", "condition, self, other", ew::where_),
     def("aten.where.ScalarOther", "condition, self, other", ew::where_),
@@ -175,6 +177,17 @@ pub(crate) static TABLE: &[OpDef] = &[
     def("aten.silu.default", "self", nn::silu),
     def("aten.hardtanh.default", "self, min_val, max_val", nn::hardtanh),
     def("aten.leaky_relu.default", "self, negative_slope", nn::leaky_relu),
+    // ---- linear algebra (static matrix sizes, unrolled) ----
+    def("aten._linalg_det.default", "A", linalg::det),
+    def("aten._linalg_slogdet.default", "A", linalg::slogdet),
+    def("aten.linalg_inv_ex.default", "A, *, check_errors", linalg::inv_ex),
+    def("aten._linalg_solve_ex.default", "A, B, *, left, check_errors", linalg::solve_ex),
+    def("aten.linalg_solve_ex.default", "A, B, *, left, check_errors", linalg::solve_ex_pair),
+    def("aten.linalg_cholesky_ex.default", "self, *, upper, check_errors", linalg::cholesky_ex),
+    def("aten.triangular_solve.default", "self, A, upper, transpose, unitriangular", linalg::triangular_solve),
+    def("aten.linalg_solve_triangular.default", "self, B, *, upper, left, unitriangular", linalg::solve_triangular),
+    def("aten.conv_tbc.default", "self, weight, bias, pad", nn::conv_tbc),
+    def("aten._trilinear.default", "i1, i2, i3, expand1, expand2, expand3, sumdim, unroll_dim", nn::trilinear),
     def("aten.hardsigmoid.default", "self", nn::hardsigmoid),
     def("aten.hardswish.default", "self", nn::hardswish),
     def("aten.elu.default", "self, alpha, scale, input_scale", nn::elu),
@@ -353,6 +366,7 @@ pub(crate) static TABLE: &[OpDef] = &[
     def("aten.t.default", "self", layout::t),
     def("aten.transpose.int", "self, dim0, dim1", layout::transpose),
     def("aten.view.default", "self, size", layout::view),
+    def("aten.view.dtype", "self, dtype", layout::view_dtype),
     def("aten._unsafe_view.default", "self, size", layout::view),
     def("aten._reshape_alias.default", "self, size, stride", layout::view),
     def("aten.reshape.default", "self, shape", layout::reshape),
@@ -560,6 +574,11 @@ pub(crate) static TABLE: &[OpDef] = &[
     def("aten.normal.Tensor_Tensor", "mean, std, *, generator", random::normal),
     def("aten.normal.float_float", concat!("mean, std, size, *, generator, ", factory!()), random::normal),
     def("aten.bernoulli.p", "self, p, *, generator", random::bernoulli),
+    def(
+        "aten.rrelu_with_noise_functional.default",
+        "self, noise, lower, upper, training, generator",
+        random::rrelu_with_noise,
+    ),
     def("aten.exponential.default", "self, lambd, *, generator", random::exponential),
 ];
 

@@ -878,3 +878,126 @@ pub(super) fn conv_core(cx: &mut Cx<'_>, xc: ValueId, mut kernel: ValueId, geome
     let built = cx.b.convolution(xc, kernel, dims);
     cx.ok(built)
 }
+
+/// `conv_tbc(self, weight, bias, pad)`: a 1-d convolution over time-batch-channel input
+/// `[T, B, C_in]` with a `[K, C_in, C_out]` kernel, zero padding `pad` on both ends of time, plus
+/// `bias[C_out]`; the result is `[T + 2 pad - K + 1, B, C_out]`. StableHLO's convolution reads
+/// these layouts directly through its dimension numbers.
+pub(super) fn conv_tbc(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let (x, weight, bias) = (args.tensor("self")?, args.tensor("weight")?, args.tensor("bias")?);
+    let pad = args.int_or("pad", 0)?;
+    let (xt, wt, bt) = (cx.ty(x), cx.ty(weight), cx.ty(bias));
+    if xt.rank() != 3 {
+        return Err(cx.bad(format!("Input must have 3 dims: time, batch, in_channel; found {xt}")));
+    }
+    if wt.rank() != 3 {
+        return Err(
+            cx.bad(format!("Weight tensor must have 3 dims: kernel_width, in_channels, out_channels; found {wt}"))
+        );
+    }
+    if bt.rank() != 1 {
+        return Err(cx.bad(format!("Bias must be 1-D, found {bt}")));
+    }
+    if !xt.dtype.is_float() || wt.dtype != xt.dtype || bt.dtype != xt.dtype {
+        return Err(cx.bad(format!("conv_tbc needs floating-point tensors of one dtype, found {xt}, {wt}, {bt}")));
+    }
+    if pad < 0 {
+        return Err(cx.bad(format!("pad must be non-negative, found {pad}")));
+    }
+    let c_in = cx.static_dim(x, 2, "the input channels")?;
+    let [k, w_in, c_out] = [0, 1, 2].map(|dim| cx.static_dim(weight, dim, "the weight"));
+    let (k, w_in, c_out) = (k?, w_in?, c_out?);
+    if c_in != w_in {
+        return Err(
+            cx.bad(format!("Input dim 2 (input channels) is not == dim 1 in the weight tensor ({c_in} vs {w_in})"))
+        );
+    }
+    if cx.static_dim(bias, 0, "the bias")? != c_out {
+        return Err(cx.bad(format!("Bias size must equal dim 2 in the weight tensor (output channels, {c_out})")));
+    }
+    // The padded time must hold the kernel, as PyTorch's output size requires.
+    let time = cx.static_dim(x, 0, "the time dim")?;
+    let padded = pad.checked_mul(2).and_then(|twice| twice.checked_add(time));
+    if padded.is_none_or(|padded| padded < k) {
+        return Err(cx.bad(format!("the kernel width {k} exceeds the padded time {time} + 2 * {pad}")));
+    }
+    let dims = ConvDims {
+        input_batch: 1,
+        input_feature: 2,
+        input_spatial: SmallVec::from_slice(&[0]),
+        kernel_input_feature: 1,
+        kernel_output_feature: 2,
+        kernel_spatial: SmallVec::from_slice(&[0]),
+        output_batch: 1,
+        output_feature: 2,
+        output_spatial: SmallVec::from_slice(&[0]),
+        window_strides: SmallVec::from_slice(&[1]),
+        padding: SmallVec::from_slice(&[(pad, pad)]),
+        lhs_dilation: SmallVec::from_slice(&[1]),
+        rhs_dilation: SmallVec::from_slice(&[1]),
+        feature_group_count: 1,
+        batch_group_count: 1,
+    };
+    let built = cx.b.convolution(x, weight, dims);
+    let out = cx.ok(built)?;
+    let shape = cx.shape(out);
+    let bias = cx.broadcast_in_dim(bias, &[2], shape)?;
+    tensor(cx.binary(BinaryOp::Add, out, bias)?)
+}
+
+/// `_trilinear(i1, i2, i3, expand1, expand2, expand3, sumdim, unroll_dim)`: each input gets size-1
+/// dims inserted at its `expand` positions (of the `rank(i1) + len(expand1)` result dims), the
+/// three are multiplied with broadcasting, and `sumdim` is summed away. `unroll_dim` only picks
+/// PyTorch's loop order, so it is checked and otherwise ignored.
+pub(super) fn trilinear(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let inputs = [args.tensor("i1")?, args.tensor("i2")?, args.tensor("i3")?];
+    let expands = [args.ints("expand1")?, args.ints("expand2")?, args.ints("expand3")?];
+    let sumdim = args.ints("sumdim")?;
+    let unroll_dim = args.int_or("unroll_dim", 1)?;
+    let dtype = cx.dtype(inputs[0]);
+    for &input in &inputs[1..] {
+        if cx.dtype(input) != dtype {
+            return Err(cx.bad(format!("expected scalar type {dtype} but found {}", cx.dtype(input))));
+        }
+    }
+    let total = cx.rank(inputs[0]) + expands[0].len();
+    if unroll_dim < 0 || unroll_dim as usize >= total {
+        return Err(cx.bad(format!("unroll_dim must be in [0,{}], found {unroll_dim}", total as i64 - 1)));
+    }
+    let mut expanded = Vec::with_capacity(3);
+    for (index, (&input, expand)) in inputs.iter().zip(&expands).enumerate() {
+        let rank = cx.rank(input);
+        if rank + expand.len() != total {
+            return Err(cx.bad(format!(
+                "input {} of rank {rank} with {} expanded dims does not make {total} dims",
+                index + 1,
+                expand.len()
+            )));
+        }
+        let positions = cx.norm_dims(expand, total)?;
+        let shape = cx.shape(input);
+        let mut sizes = shape.dims().iter().cloned();
+        let dims: Vec<ttpu_ir::Dim> = (0..total)
+            .map(|dim| if positions.contains(&dim) { ttpu_ir::Dim::Static(1) } else { sizes.next().expect("counted") })
+            .collect();
+        expanded.push(cx.reshape(input, dims.into_iter().collect())?);
+    }
+    let shape = {
+        let shapes: Vec<Shape> = expanded.iter().map(|&value| cx.shape(value)).collect();
+        cx.broadcast_shape(&shapes)?
+    };
+    let math = opmath(dtype);
+    let mut product = None;
+    for value in expanded {
+        let value = cx.broadcast_to(value, &shape)?;
+        let value = cx.convert(value, math)?;
+        product = Some(match product {
+            None => value,
+            Some(acc) => cx.binary(BinaryOp::Multiply, acc, value)?,
+        });
+    }
+    let product = product.expect("three inputs");
+    let summed = cx.norm_dims(&sumdim, total)?;
+    let result = if summed.is_empty() { product } else { cx.reduce(product, ReduceKind::Sum, &summed)? };
+    tensor(cx.convert(result, dtype)?)
+}

@@ -18,9 +18,11 @@ pub(crate) enum Note {
 const RANDOM: &str = "PyTorch's distribution from the seeded generator (see Random numbers), not PyTorch's \
                       numbers; fixed at compile time, so every run draws the same numbers";
 
-/// The note of the ops that read a sign bit.
-const SIGN_BIT: &str = "`-0.0` is negative, but a NaN counts as positive whatever its own sign bit (the IR has \
-                        no bitcast to read it); PyTorch reads it, and `0.0 / 0.0` on x86 is a negative NaN";
+/// The note of the unrolled LU factorizations.
+const LU: &str = "matrices of a static size up to 64x64 (the factorization is unrolled into IR ops per column); \
+                  float32 and float64; the pivots are LAPACK getf2's (the first largest magnitude), which MKL's \
+                  blocked getrf matches unless two candidates tie to within its different rounding; `check_errors=True` \
+                  (a run-time raise) is refused";
 
 /// The note of the ops that read memory rather than elements.
 const LAYOUT: &str = "exact over the layouts PyTorch gives views (permute, transpose, slice, select, unfold, \
@@ -50,8 +52,6 @@ pub(crate) static NOTES: &[(&str, Note)] = &[
              compute with the tensor instead",
         ),
     ),
-    ("aten.copysign.Scalar", Note::Partial(SIGN_BIT)),
-    ("aten.copysign.Tensor", Note::Partial(SIGN_BIT)),
     (
         "aten.index.Tensor",
         Note::Partial(
@@ -90,6 +90,34 @@ pub(crate) static NOTES: &[(&str, Note)] = &[
         ),
     ),
     ("aten.uniform.default", Note::Partial(RANDOM)),
+    ("aten._linalg_det.default", Note::Partial(LU)),
+    ("aten._linalg_slogdet.default", Note::Partial(LU)),
+    ("aten.linalg_inv_ex.default", Note::Partial(LU)),
+    ("aten._linalg_solve_ex.default", Note::Partial(LU)),
+    ("aten.linalg_solve_ex.default", Note::Partial(LU)),
+    (
+        "aten.linalg_cholesky_ex.default",
+        Note::Partial(
+            "matrices of a static size up to 64x64, float32 and float64; where `info > 0` the factor is LAPACK \
+             potf2's partial one (the failing column's remainder on the diagonal, `A`'s own entries from there \
+             on), which is what MKL returns for small matrices; `check_errors=True` is refused",
+        ),
+    ),
+    (
+        "aten.triangular_solve.default",
+        Note::Partial("matrices of a static size up to 64x64 (the substitution is unrolled); float32 and float64"),
+    ),
+    (
+        "aten.linalg_solve_triangular.default",
+        Note::Partial("matrices of a static size up to 64x64 (the substitution is unrolled); float32 and float64"),
+    ),
+    (
+        "aten.rrelu_with_noise_functional.default",
+        Note::Partial(
+            "evaluation (`training=False`) is exact; training draws the slopes from PyTorch's distribution with \
+             the seeded generator (see Random numbers), not PyTorch's numbers",
+        ),
+    ),
     ("aten.normal_functional.default", Note::Partial(RANDOM)),
     ("aten.normal.Tensor_float", Note::Partial(RANDOM)),
     ("aten.normal.float_Tensor", Note::Partial(RANDOM)),
@@ -97,7 +125,6 @@ pub(crate) static NOTES: &[(&str, Note)] = &[
     ("aten.normal.float_float", Note::Partial(RANDOM)),
     ("aten.bernoulli.p", Note::Partial(RANDOM)),
     ("aten.exponential.default", Note::Partial(RANDOM)),
-    ("aten.signbit.default", Note::Partial(SIGN_BIT)),
     (
         "aten._assert_async.msg",
         Note::Partial(

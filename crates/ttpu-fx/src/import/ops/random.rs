@@ -293,3 +293,47 @@ pub(super) fn dropout_train(cx: &mut Cx<'_>, x: ValueId, p: f64) -> Result<Impor
     let output = cx.binary_scalar(BinaryOp::Multiply, masked, Scalar::Float(scale))?;
     Ok(Imported::Tuple(vec![Imported::Tensor(output), Imported::Tensor(mask)]))
 }
+
+/// `rrelu_with_noise_functional(self, noise, lower, upper, training)` -> `(result, noise)`.
+/// Evaluation is `leaky_relu` with slope `(lower + upper) / 2` and `noise` returned unchanged.
+/// Training draws a slope per element uniform in `[lower, upper)` where `self <= 0` (PyTorch's
+/// distribution from the seeded generator, not its numbers) and returns the slopes as the noise, 1
+/// where `self > 0`, as PyTorch's CPU kernel does.
+pub(super) fn rrelu_with_noise(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    let noise = args.tensor("noise")?;
+    let lower = args.scalar_or("lower", Scalar::Float(0.125))?.as_f64();
+    let upper = args.scalar_or("upper", Scalar::Float(1.0 / 3.0))?.as_f64();
+    let training = args.bool_or("training", false)?;
+    let ty = cx.ty(x);
+    if !ty.dtype.is_float() {
+        return Err(cx.bad(format!("rrelu needs a floating-point input, found {ty}")));
+    }
+    if lower > upper {
+        return Err(cx.bad(format!(
+            "Lower bound should be less than or equal to the upper bound, found lower {lower} and upper {upper}"
+        )));
+    }
+    if cx.ty(noise) != ty {
+        return Err(cx.bad(format!("noise {} must have the input's type {ty}", cx.ty(noise))));
+    }
+    let math = opmath(ty.dtype);
+    let xm = cx.convert(x, math)?;
+    let zero = cx.splat_like(xm, Scalar::Int(0))?;
+    if !training {
+        let positive = cx.compare(CompareDirection::Gt, xm, zero)?;
+        let scaled = cx.binary_scalar(BinaryOp::Multiply, xm, Scalar::Float((lower + upper) / 2.0))?;
+        let result = cx.select(positive, xm, scaled)?;
+        let result = cx.convert(result, ty.dtype)?;
+        return Ok(Imported::Tuple(vec![Imported::Tensor(result), Imported::Tensor(noise)]));
+    }
+    let slopes = uniform_in(cx, ty.dtype, &ty.shape, lower, upper)?;
+    let slopes_math = cx.convert(slopes, math)?;
+    let at_most_zero = cx.compare(CompareDirection::Le, xm, zero)?;
+    let scaled = cx.binary(BinaryOp::Multiply, xm, slopes_math)?;
+    let result = cx.select(at_most_zero, scaled, xm)?;
+    let result = cx.convert(result, ty.dtype)?;
+    let one = cx.splat_like(slopes, Scalar::Int(1))?;
+    let noise_out = cx.select(at_most_zero, slopes, one)?;
+    Ok(Imported::Tuple(vec![Imported::Tensor(result), Imported::Tensor(noise_out)]))
+}
