@@ -19,6 +19,11 @@ fn error_fixtures_match_expected_messages() {
         .filter(|path| path.extension().is_some_and(|ext| ext == "fx"))
         .collect();
     entries.sort();
+    // As many as exist, each with its `.expected` message: a lost fixture fails here.
+    assert!(entries.len() >= 23, "error fixtures went missing: {entries:?}");
+    for path in &entries {
+        assert!(path.with_extension("expected").exists() || bless, "{} has no .expected file", path.display());
+    }
     for path in entries {
         let name = path.file_stem().and_then(|stem| stem.to_str()).expect("utf-8 name").to_owned();
         let expected_path = path.with_extension("expected");

@@ -7,6 +7,7 @@
 //! non-capturing closures.
 
 mod backward;
+mod counting;
 mod creation;
 mod elementwise;
 mod index;
@@ -390,6 +391,8 @@ pub(crate) static TABLE: &[OpDef] = &[
     def("aten.replication_pad3d.default", "self, padding", |cx, a| layout::index_pad(cx, a, 3, false)),
     def("aten.flip.default", "self, dims", layout::flip),
     def("aten.index_select.default", "self, dim, index", layout::index_select),
+    def("aten.histc.default", "self, bins, min, max", counting::histc),
+    def("aten.repeat_interleave.Tensor", "repeats, *, output_size", counting::repeat_interleave),
     def("aten.repeat.default", "self, repeats", layout::repeat),
     def("aten.triu.default", "self, diagonal", |cx, a| layout::triangle(cx, a, true)),
     def("aten.tril.default", "self, diagonal", |cx, a| layout::triangle(cx, a, false)),

@@ -34,6 +34,12 @@ const LAYOUT: &str = "exact over the layouts PyTorch gives views (permute, trans
 
 /// Notes, at most one per overload.
 pub(crate) static NOTES: &[(&str, Note)] = &[
+    (
+        "aten.histc.default",
+        Note::Partial(
+            "float32 and float64 only; with `min == max` and a NaN in the data PyTorch raises, here every bin is 0",
+        ),
+    ),
     ("aten.as_strided.default", Note::Partial(LAYOUT)),
     ("aten.sym_storage_offset.default", Note::Partial(LAYOUT)),
     ("aten.sym_stride.int", Note::Partial(LAYOUT)),
