@@ -21,7 +21,7 @@ fn load_error(name: &str) -> Error {
 
 #[test]
 fn error_fixtures_that_parse_fail_import_with_expected_messages() {
-    let bless = std::env::var_os("TTPU_BLESS").is_some();
+    let bless = std::env::var_os("TTPU_BLESS").is_some_and(|value| value == "1");
     let mut entries: Vec<PathBuf> = std::fs::read_dir(errors_dir())
         .expect("fixtures/errors")
         .filter_map(|entry| entry.ok().map(|entry| entry.path()))

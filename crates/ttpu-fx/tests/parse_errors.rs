@@ -11,7 +11,7 @@ fn errors_dir() -> PathBuf {
 
 #[test]
 fn error_fixtures_match_expected_messages() {
-    let bless = std::env::var_os("TTPU_BLESS").is_some();
+    let bless = std::env::var_os("TTPU_BLESS").is_some_and(|value| value == "1");
     let mut checked = 0;
     let mut entries: Vec<PathBuf> = std::fs::read_dir(errors_dir())
         .expect("fixtures/errors")
