@@ -183,6 +183,9 @@ fn cargo() -> Command {
 }
 
 fn ttpu(args: &[String]) -> Result<()> {
+    // Build first with cargo's own progress on standard error (minutes on a fresh machine), then
+    // run quietly so the model's output is all that follows.
+    run(cargo().args(["build", "--release", "--package", "ttpu", "--bin", "ttpu"]))?;
     run(cargo().args(["run", "--quiet", "--release", "--package", "ttpu", "--bin", "ttpu", "--"]).args(args))
 }
 
