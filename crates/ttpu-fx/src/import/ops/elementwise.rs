@@ -83,8 +83,8 @@ pub(super) fn div(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let dtype = cx.result_type(&[lhs, rhs]);
     let result = match mode.as_deref() {
         None => {
-            // True division of integers gives the default float dtype.
-            let out = if dtype.is_float() { dtype } else { DEFAULT_FLOAT };
+            // True division of integers gives the default float dtype; complex stays complex.
+            let out = if dtype.is_float() || dtype.is_complex() { dtype } else { DEFAULT_FLOAT };
             arith_in(cx, BinaryOp::Divide, lhs, rhs, out)?
         }
         Some("trunc") => {
@@ -276,7 +276,8 @@ pub(super) fn reciprocal(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
 /// The dtype float math on `x` produces: its own if float, else the default float dtype.
 fn float_dtype(cx: &Cx<'_>, x: ValueId) -> DType {
     let dtype = cx.dtype(x);
-    if dtype.is_float() { dtype } else { DEFAULT_FLOAT }
+    // Complex inputs stay complex: StableHLO computes the complex functions itself.
+    if dtype.is_float() || dtype.is_complex() { dtype } else { DEFAULT_FLOAT }
 }
 
 /// A float unary op; integer and bool inputs give the default float dtype, half types compute in
