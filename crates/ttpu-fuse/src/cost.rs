@@ -75,7 +75,13 @@ fn op_cost(op: &Op, operand_types: &[&TensorType], result: &TensorType) -> Cost 
             elements(result).saturating_mul(4)
         }
         Op::Binary(_) | Op::Compare(_) | Op::Select | Op::Clamp | Op::Convert(_) => elements(result),
-        Op::BitcastConvert(_) => elements(result),
+        Op::BitcastConvert(_) | Op::Real | Op::Imag | Op::Complex => elements(result),
+        // About n log2 n butterfly steps per transformed line; a rough count is enough to price it
+        // above any elementwise op.
+        Op::Fft { length, .. } => {
+            let n: u64 = length.iter().map(|&size| u64::try_from(size).unwrap_or(1)).product();
+            elements(result).saturating_mul(u64::from(64 - n.leading_zeros()).max(1)).saturating_mul(4)
+        }
         Op::Reduce { .. } | Op::ReduceWindow { .. } => elements(operand_types[0]),
         Op::DotGeneral(dims) => {
             let contracted = dims.lhs_contracting.iter().fold(1u64, |acc, &dim| {

@@ -70,6 +70,8 @@ fn hash_op(op: &Op, hasher: &mut impl Hasher) {
         Op::DimSize(dimension) => dimension.hash(hasher),
         Op::ArgSort { dimension, descending } => (dimension, descending).hash(hasher),
         Op::Collective(collective) => collective.hash(hasher),
+        Op::Real | Op::Imag | Op::Complex => {}
+        Op::Fft { kind, length } => (kind, length).hash(hasher),
     }
 }
 

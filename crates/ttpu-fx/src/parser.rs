@@ -36,11 +36,11 @@ const SYM_BUDGET: usize = 256;
 const FOUND_MAX_CHARS: usize = 40;
 
 /// What an unknown dtype code in an annotation is reported against.
-const EXPECTED_DTYPE_CODE: &str = "a dtype (f64, f32, f16, bf16, i64, i32, i16, i8, u8, b8)";
+const EXPECTED_DTYPE_CODE: &str = "a dtype (f64, f32, f16, bf16, i64, i32, i16, i8, u8, b8, c64, c128)";
 
 /// What an unsupported `torch.<dtype>` argument is reported against.
 const EXPECTED_TORCH_DTYPE: &str = "a supported dtype (torch.float64, torch.float32, torch.float16, torch.bfloat16, \
-     torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool)";
+     torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool, torch.complex64, torch.complex128)";
 
 /// What a bad argument value is reported against.
 const EXPECTED_ARG: &str =
@@ -1061,11 +1061,13 @@ fn torch_dtype(name: &str) -> Option<DType> {
         "int8" => DType::I8,
         "uint8" => DType::U8,
         "bool" => DType::Bool,
+        "complex64" | "cfloat" => DType::C64,
+        "complex128" | "cdouble" => DType::C128,
         _ => return None,
     })
 }
 
-/// Whether `torch.<name>` is a dtype the IR cannot hold (complex, float8, wide unsigned,
+/// Whether `torch.<name>` is a dtype the IR cannot hold (complex32, float8, wide unsigned,
 /// quantized, bits, sub-byte ints), which must not be mistaken for an enum.
 fn is_unsupported_torch_dtype(name: &str) -> bool {
     let sub_byte_int = |prefix: &str| {

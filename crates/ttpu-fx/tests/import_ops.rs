@@ -444,3 +444,66 @@ fn arange_with_a_symbolic_end() {
     assert!(matches!(error, Error::BadArguments { .. }), "{error}");
     assert!(error.to_string().contains("nonzero step"), "{error}");
 }
+
+#[test]
+fn complex_types_and_transforms() {
+    let cases: &[Case<'_>] = &[
+        (&[("x", "f32[2, 8]")], "c64[2, 5]", "aten._fft_r2c.default(x, [1], 0, True)"),
+        (&[("x", "f64[6, 3]")], "c128[4, 3]", "aten._fft_r2c.default(x, [0], 2, True)"),
+        (&[("x", "f32[4, 6, 3]")], "c64[4, 6, 2]", "aten._fft_r2c.default(x, [0, 2], 1, True)"),
+        (&[("x", "f32[2, 7]")], "c64[2, 7]", "aten._fft_r2c.default(x, [1], 0, False)"),
+        (&[("z", "c64[2, 5]")], "f32[2, 8]", "aten._fft_c2r.default(z, [1], 2, 8)"),
+        (&[("z", "c64[2, 5]")], "f32[2, 9]", "aten._fft_c2r.default(z, [1], 2, 9)"),
+        // PyTorch's kernel reads only the first last_dim_size/2 + 1 entries.
+        (&[("z", "c64[2, 6]")], "f32[2, 8]", "aten._fft_c2r.default(z, [1], 0, 8)"),
+        (&[("z", "c128[3, 4]")], "c128[3, 4]", "aten._fft_c2c.default(z, [0, 1], 1, False)"),
+        (&[("z", "c64[3, 4]")], "f32[3, 4, 2]", "aten.view_as_real.default(z)"),
+        (&[("x", "f64[3, 2]")], "c128[3]", "aten.view_as_complex.default(x)"),
+        (&[("z", "c64[3]")], "f32[3]", "aten.abs.default(z)"),
+        (&[("z", "c64[3]")], "f32[3]", "aten.angle.default(z)"),
+        (&[("x", "i64[3]")], "f32[3]", "aten.angle.default(x)"),
+        (&[("z", "c64[3]"), ("x", "f64[3]")], "c128[3]", "aten.mul.Tensor(z, x)"),
+        (&[("z", "c64[3]"), ("x", "i64[3]")], "c64[3]", "aten.add.Tensor(z, x)"),
+        (&[("z", "c64[3]")], "c64[3]", "aten.mul.Tensor(z, 2)"),
+        (&[("x", "f32[3]"), ("y", "f32[1]")], "c64[3]", "aten.complex.default(x, y)"),
+        (&[("x", "f32[3]")], "f32[3]", "aten.real.default(x)"),
+        (&[("z", "c64[3]")], "b8[3]", "aten.isnan.default(z)"),
+        (&[("z", "c64[3]")], "b8[3]", "aten.isinf.default(z)"),
+    ];
+    for (params, ty, call) in cases {
+        check(params, ty, call);
+    }
+}
+
+#[test]
+fn complex_refusals_name_the_node() {
+    let options = ImportOptions::default();
+    let cases: &[Case<'_>] = &[
+        (&[("x", "i64[8]")], "c64[5]", "aten._fft_r2c.default(x, [0], 0, True)"),
+        (&[("x", "f32[8]")], "c64[5]", "aten._fft_r2c.default(x, [0], 3, True)"),
+        (&[("x", "f32[2, 2, 2, 2]")], "c64[2, 2, 2, 2]", "aten._fft_r2c.default(x, [0, 1, 2, 3], 0, False)"),
+        (&[("x", "f32[8]")], "c64[5]", "aten._fft_r2c.default(x, [1], 0, True)"),
+        (&[("z", "c64[3]")], "f32[8]", "aten._fft_c2r.default(z, [0], 0, 8)"),
+        (&[("z", "c64[5]")], "f32[8]", "aten._fft_c2r.default(z, [0], 0, 0)"),
+        (&[("x", "f32[8]")], "c64[8]", "aten._fft_c2c.default(x, [0], 0, True)"),
+        (&[("x", "f32[3, 3]")], "c64[3]", "aten.view_as_complex.default(x)"),
+        (&[("x", "f32[3]")], "f32[3]", "aten.imag.default(x)"),
+        (&[("x", "f32[3]"), ("y", "f64[3]")], "c128[3]", "aten.complex.default(x, y)"),
+        (&[("z", "c64[3]")], "c64[3]", "aten.floor.default(z)"),
+        (&[("z", "c64[3]")], "c64[3]", "aten.trunc.default(z)"),
+        (&[("z", "c64[3]")], "c64[3]", "aten.round.decimals(z, decimals = 1)"),
+        (&[("z", "c64[3]")], "c64[3]", "aten.sign.default(z)"),
+        (&[("z", "c64[3]")], "b8[3]", "aten.signbit.default(z)"),
+        (&[("z", "c64[3]"), ("w", "c64[3]")], "b8[3]", "aten.lt.Tensor(z, w)"),
+        (&[("z", "c64[3]"), ("w", "c64[3]")], "c64[3]", "aten.maximum.default(z, w)"),
+    ];
+    for (params, ty, call) in cases {
+        let body = format!("out: \"{ty}\" = torch.ops.{call}");
+        match try_import(params, &[&body], &["out"], &options) {
+            Err(error) if matches!(*error, Error::BadArguments { .. }) => {
+                assert!(error.to_string().contains("at node `out`"), "{call}: {error}");
+            }
+            other => panic!("{call}: expected bad arguments, got {other:?}"),
+        }
+    }
+}

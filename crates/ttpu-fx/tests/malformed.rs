@@ -53,6 +53,7 @@ fn sources() -> Vec<(String, String)> {
 /// Checks one variant; returns a problem, if any.
 fn check(path: &str, variant: &str, source: &str) -> Option<String> {
     let start = Instant::now();
+    // Only the message is read: keep the closure's result small (`ttpu_fx::Error` is large).
     let result = catch_unwind(AssertUnwindSafe(|| {
         ttpu_fx::load(source, path, &ImportOptions::default()).map(drop).map_err(|error| error.to_string())
     }));

@@ -91,6 +91,7 @@ fn every_fixture_parses_with_matching_counts() {
         ("quant_mlp_dynamic", (16, 26, 1)),
         ("sequential_input", (7, 9, 1)),
         ("signature_variety", (8, 9, 6)),
+        ("spectrogram", (4, 19, 1)),
         ("sym_min_max", (2, 13, 3)),
         ("train_cnn_bn", (16, 140, 15)),
         ("train_gpt", (29, 470, 28)),

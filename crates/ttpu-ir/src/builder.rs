@@ -140,6 +140,26 @@ impl GraphBuilder {
         self.op(Op::BitcastConvert(dtype), &[operand])
     }
 
+    /// The real part of a complex `operand`.
+    pub fn real(&mut self, operand: ValueId) -> Built {
+        self.op(Op::Real, &[operand])
+    }
+
+    /// The imaginary part of a complex `operand`.
+    pub fn imag(&mut self, operand: ValueId) -> Built {
+        self.op(Op::Imag, &[operand])
+    }
+
+    /// The complex number `re + i*im` of two `f32` (or `f64`) operands of one shape.
+    pub fn complex(&mut self, re: ValueId, im: ValueId) -> Built {
+        self.op(Op::Complex, &[re, im])
+    }
+
+    /// A Fourier transform of the trailing `length.len()` dims (see [`Op::Fft`]).
+    pub fn fft(&mut self, operand: ValueId, kind: crate::FftType, length: &[i64]) -> Built {
+        self.op(Op::Fft { kind, length: length.into() }, &[operand])
+    }
+
     /// Row-major reshape.
     pub fn reshape(&mut self, operand: ValueId, shape: Shape) -> Built {
         self.op(Op::Reshape(shape), &[operand])

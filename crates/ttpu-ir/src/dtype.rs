@@ -33,11 +33,15 @@ pub enum DType {
     U64,
     /// Boolean (one byte per element, 0 or 1).
     Bool,
+    /// Complex of two f32 (real, then imaginary part). PyTorch's `complex64`.
+    C64,
+    /// Complex of two f64 (real, then imaginary part). PyTorch's `complex128`.
+    C128,
 }
 
 impl DType {
     /// Every dtype, in a fixed order.
-    pub const ALL: [DType; 11] = [
+    pub const ALL: [DType; 13] = [
         DType::F64,
         DType::F32,
         DType::F16,
@@ -49,6 +53,8 @@ impl DType {
         DType::U8,
         DType::U64,
         DType::Bool,
+        DType::C64,
+        DType::C128,
     ];
 
     /// The IR text spelling (`f32`, `bool`).
@@ -65,13 +71,16 @@ impl DType {
             DType::U8 => "u8",
             DType::U64 => "u64",
             DType::Bool => "bool",
+            DType::C64 => "c64",
+            DType::C128 => "c128",
         }
     }
 
     /// Bytes per element in a dense host buffer.
     pub fn byte_size(self) -> usize {
         match self {
-            DType::F64 | DType::I64 | DType::U64 => 8,
+            DType::C128 => 16,
+            DType::F64 | DType::I64 | DType::U64 | DType::C64 => 8,
             DType::F32 | DType::I32 => 4,
             DType::F16 | DType::BF16 | DType::I16 => 2,
             DType::I8 | DType::U8 | DType::Bool => 1,
@@ -91,6 +100,31 @@ impl DType {
     /// Whether this is a signed integer type.
     pub fn is_signed_integer(self) -> bool {
         matches!(self, DType::I64 | DType::I32 | DType::I16 | DType::I8)
+    }
+
+    /// Whether this is a complex type (`c64`, `c128`). Complex types are not floats: ops that need
+    /// an ordered or real operand check [`DType::is_float`] and so refuse them.
+    pub fn is_complex(self) -> bool {
+        matches!(self, DType::C64 | DType::C128)
+    }
+
+    /// The dtype of the real and imaginary parts of a complex type (`c64` -> `f32`).
+    pub fn complex_part(self) -> Option<DType> {
+        match self {
+            DType::C64 => Some(DType::F32),
+            DType::C128 => Some(DType::F64),
+            _ => None,
+        }
+    }
+
+    /// The complex type whose parts are this float type (`f32` -> `c64`); StableHLO has complex
+    /// types of f32 and f64 parts only.
+    pub fn complex_of(self) -> Option<DType> {
+        match self {
+            DType::F32 => Some(DType::C64),
+            DType::F64 => Some(DType::C128),
+            _ => None,
+        }
     }
 
     /// Whether this is `bool`.
@@ -126,6 +160,8 @@ impl FromStr for DType {
             "u8" | "ui8" => DType::U8,
             "u64" => DType::U64,
             "bool" | "b8" => DType::Bool,
+            "c64" => DType::C64,
+            "c128" => DType::C128,
             _ => return Err(UnknownDType(text.to_owned())),
         })
     }

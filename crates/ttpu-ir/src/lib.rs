@@ -41,8 +41,8 @@ pub use id::{EntityId, IdVec};
 pub use infer::{InferError, infer};
 pub use literal::{Literal, LiteralSizeError, Scalar};
 pub use op::{
-    BinaryOp, Collective, CompareDirection, ConvDims, DotDims, GatherDims, Op, ReduceKind, RngAlgorithm, ScatterDims,
-    ScatterKind, UnaryOp, Window,
+    BinaryOp, Collective, CompareDirection, ConvDims, DotDims, FftType, GatherDims, Op, ReduceKind, RngAlgorithm,
+    ScatterDims, ScatterKind, UnaryOp, Window,
 };
 pub use padding::{PaddingVerdict, PaddingVerdicts, padding_verdicts};
 pub use shape::{Dim, Shape, SymbolRange, SymbolTable, TensorType};

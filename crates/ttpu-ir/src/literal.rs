@@ -55,6 +55,16 @@ impl Scalar {
             DType::U8 => out.extend_from_slice(&(self.as_i64() as u8).to_le_bytes()),
             // The bit pattern: `Scalar::Int` holds u64 values of 2^63 and above as negative.
             DType::U64 => out.extend_from_slice(&self.as_i64().to_le_bytes()),
+            // A `Scalar` is real: as a complex element it is (value, 0). Complex literals hold real
+            // values only; numbers with an imaginary part are built with `complex`.
+            DType::C64 => {
+                out.extend_from_slice(&(self.as_f64() as f32).to_le_bytes());
+                out.extend_from_slice(&0f32.to_le_bytes());
+            }
+            DType::C128 => {
+                out.extend_from_slice(&self.as_f64().to_le_bytes());
+                out.extend_from_slice(&0f64.to_le_bytes());
+            }
             DType::Bool => out.push(u8::from(match self {
                 Scalar::Float(value) => value != 0.0,
                 Scalar::Int(value) => value != 0,
@@ -80,6 +90,10 @@ impl Scalar {
             DType::U8 => Scalar::Int(i64::from(bytes[0])),
             DType::U64 => Scalar::Int(i64::from_le_bytes(array(bytes))),
             DType::Bool => Scalar::Bool(bytes[0] != 0),
+            // Complex elements are (real, imaginary) pairs; a literal built from scalars has zero
+            // imaginary parts, so the real part is the whole value.
+            DType::C64 => Scalar::Float(f64::from(f32::from_le_bytes(array(bytes)))),
+            DType::C128 => Scalar::Float(f64::from_le_bytes(array(bytes))),
         }
     }
 }

@@ -543,6 +543,49 @@ pub enum Op {
     /// result joins the trailing dim, which must have exactly `ratio` elements. `bool` has no bit
     /// width in StableHLO and is refused.
     BitcastConvert(DType),
+    /// The real part of a complex operand, in its part dtype (`c64` -> `f32`).
+    Real,
+    /// The imaginary part of a complex operand, in its part dtype.
+    Imag,
+    /// `complex(lhs, rhs)`: the complex number `lhs + i*rhs` from two `f32` (or two `f64`)
+    /// operands of one shape.
+    Complex,
+    /// A discrete Fourier transform over the trailing `length.len()` dims (one to three), as
+    /// StableHLO's `fft`: unnormalized forward transforms, inverse transforms scaled by `1/n`.
+    Fft {
+        /// Which transform.
+        kind: FftType,
+        /// The transform sizes of the trailing dims (for `irfft`, the real result's sizes).
+        length: SmallVec<[i64; 3]>,
+    },
+}
+
+/// The transform of an [`Op::Fft`], as StableHLO's `fft_type`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FftType {
+    /// Complex to complex, forward (`exp(-2*pi*i*k*n/N)`), unnormalized.
+    Fft,
+    /// Complex to complex, inverse, scaled by `1/N`.
+    Ifft,
+    /// Real to complex, forward: the last dim keeps its `N/2 + 1` non-redundant entries.
+    Rfft,
+    /// Complex to real, inverse of `Rfft`, scaled by `1/N`: reads `N/2 + 1` entries of the last dim.
+    Irfft,
+}
+
+impl FftType {
+    /// Every transform.
+    pub const ALL: [FftType; 4] = [FftType::Fft, FftType::Ifft, FftType::Rfft, FftType::Irfft];
+
+    /// StableHLO's spelling (`FFT`, `IFFT`, `RFFT`, `IRFFT`), also the IR text's.
+    pub fn mnemonic(self) -> &'static str {
+        match self {
+            FftType::Fft => "FFT",
+            FftType::Ifft => "IFFT",
+            FftType::Rfft => "RFFT",
+            FftType::Irfft => "IRFFT",
+        }
+    }
 }
 
 /// A collective across the replicas of a program run as N replicas, one per device. Replica
@@ -652,6 +695,10 @@ impl Op {
             Op::DimSize(_) => "dim_size",
             Op::ArgSort { .. } => "argsort",
             Op::Collective(collective) => collective.mnemonic(),
+            Op::Real => "real",
+            Op::Imag => "imag",
+            Op::Complex => "complex",
+            Op::Fft { .. } => "fft",
         }
     }
 }

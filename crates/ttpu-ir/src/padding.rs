@@ -80,6 +80,12 @@ fn mixing_reason(graph: &Graph, node: &Node, symbol: &str) -> Option<String> {
         Op::Unary(_) | Op::Binary(_) | Op::Compare(_) | Op::Select | Op::Clamp | Op::Convert(_) => false,
         // A width change adds or removes only a static trailing dim: positions along a symbol stay.
         Op::BitcastConvert(_) => false,
+        Op::Real | Op::Imag | Op::Complex => false,
+        // A transform mixes every position of its trailing dims.
+        Op::Fft { length, .. } => {
+            let first = graph.ty(node.operands[0]).rank().saturating_sub(length.len());
+            operand_dims[0].iter().any(|&dim| dim as usize >= first)
+        }
         Op::Transpose(_) | Op::BroadcastInDim { .. } => false,
         Op::Reshape(_) => !block_preserving(graph.ty(node.operands[0]), graph.ty(node.results[0]), symbol),
         Op::Reduce { dimensions, .. } => touches(&operand_dims[0], dimensions),

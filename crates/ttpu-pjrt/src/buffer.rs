@@ -43,11 +43,15 @@ pub enum ElementType {
     F64,
     /// bfloat16.
     BF16,
+    /// Complex of two f32 (real, then imaginary part).
+    C64,
+    /// Complex of two f64 (real, then imaginary part).
+    C128,
 }
 
 impl ElementType {
     /// Every element type, in declaration order.
-    pub const ALL: [ElementType; 13] = [
+    pub const ALL: [ElementType; 15] = [
         Self::Pred,
         Self::S8,
         Self::S16,
@@ -61,6 +65,8 @@ impl ElementType {
         Self::F32,
         Self::F64,
         Self::BF16,
+        Self::C64,
+        Self::C128,
     ];
 
     /// Bytes per element in host memory.
@@ -69,7 +75,8 @@ impl ElementType {
             Self::Pred | Self::S8 | Self::U8 => 1,
             Self::S16 | Self::U16 | Self::F16 | Self::BF16 => 2,
             Self::S32 | Self::U32 | Self::F32 => 4,
-            Self::S64 | Self::U64 | Self::F64 => 8,
+            Self::S64 | Self::U64 | Self::F64 | Self::C64 => 8,
+            Self::C128 => 16,
         }
     }
 
@@ -88,6 +95,8 @@ impl ElementType {
             Self::F32 => sys::PJRT_Buffer_Type_F32,
             Self::F64 => sys::PJRT_Buffer_Type_F64,
             Self::BF16 => sys::PJRT_Buffer_Type_BF16,
+            Self::C64 => sys::PJRT_Buffer_Type_C64,
+            Self::C128 => sys::PJRT_Buffer_Type_C128,
         }
     }
 
@@ -113,6 +122,8 @@ impl fmt::Display for ElementType {
             Self::F32 => "f32",
             Self::F64 => "f64",
             Self::BF16 => "bf16",
+            Self::C64 => "complex<f32>",
+            Self::C128 => "complex<f64>",
         })
     }
 }
@@ -470,7 +481,12 @@ mod tests {
         for t in ElementType::ALL {
             assert_eq!(ElementType::from_raw(t.to_raw()).expect("known type"), t);
         }
-        assert!(matches!(ElementType::from_raw(sys::PJRT_Buffer_Type_C64), Err(Error::UnsupportedElementType { .. })));
+        // The header's enum, not XLA's `PrimitiveType` numbering (where C64 is 15 and C128 18).
+        assert_eq!((sys::PJRT_Buffer_Type_C64, sys::PJRT_Buffer_Type_C128), (14, 15));
+        assert!(matches!(
+            ElementType::from_raw(sys::PJRT_Buffer_Type_F8E5M2),
+            Err(Error::UnsupportedElementType { .. })
+        ));
     }
 
     #[test]

@@ -150,6 +150,18 @@ fn every_element_type_round_trips_bit_exactly() {
         (ElementType::U32, [0u32, 1, 255, 256, u32::MAX - 1, u32::MAX].iter().flat_map(|v| v.to_ne_bytes()).collect()),
         (ElementType::U64, [0u64, 1, 255, 256, u64::MAX - 1, u64::MAX].iter().flat_map(|v| v.to_ne_bytes()).collect()),
         (ElementType::Pred, vec![1, 0, 0, 1, 1, 0]),
+        // (real, imaginary) pairs: a swapped pair would show up as mismatched bytes.
+        (
+            ElementType::C64,
+            f32_bytes(&[1.0, -2.0, -0.0, f32::MAX, 1e-40, 3.5, f32::INFINITY, 0.5, -7.0, 8.0, 9.0, -10.0]),
+        ),
+        (
+            ElementType::C128,
+            [1.0f64, -2.0, -0.0, f64::MAX, 1e-310, 3.5, f64::NEG_INFINITY, 0.5, -7.0, 8.0, 9.0, -10.0]
+                .iter()
+                .flat_map(|v| v.to_ne_bytes())
+                .collect(),
+        ),
     ];
     assert_eq!(cases.len(), ElementType::ALL.len(), "a case per element type");
     for (element_type, data) in cases {

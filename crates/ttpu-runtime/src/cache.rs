@@ -227,6 +227,7 @@ fn hash_op(op: &Op, hasher: &mut FxHasher) {
         Op::Concatenate(dimension) => dimension.hash(hasher),
         Op::Reduce { kind, dimensions } => (kind, dimensions).hash(hasher),
         Op::DotGeneral(dims) => dims.hash(hasher),
+        Op::Fft { kind, length } => (kind, length).hash(hasher),
         _ => {}
     }
 }

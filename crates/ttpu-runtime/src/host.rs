@@ -142,7 +142,13 @@ pub fn write_safetensors_with_metadata(
                 .map(|&size| usize::try_from(size).map_err(|_| format!("tensor `{name}` has a negative dim")))
                 .collect::<std::result::Result<Vec<usize>, String>>()
                 .map_err(safetensors_error)?;
-            safetensors::tensor::TensorView::new(safetensors_dtype(tensor.dtype), shape, &tensor.data)
+            let dtype = safetensors_dtype(tensor.dtype).ok_or_else(|| {
+                safetensors_error(format!(
+                    "tensor `{name}` is {}, which safetensors cannot store; write its real and imaginary parts",
+                    tensor.dtype
+                ))
+            })?;
+            safetensors::tensor::TensorView::new(dtype, shape, &tensor.data)
                 .map(|view| (name.clone(), view))
                 .map_err(|error| safetensors_error(error.to_string()))
         })
@@ -165,6 +171,8 @@ pub fn element_type(dtype: DType) -> ElementType {
         DType::U8 => ElementType::U8,
         DType::U64 => ElementType::U64,
         DType::Bool => ElementType::Pred,
+        DType::C64 => ElementType::C64,
+        DType::C128 => ElementType::C128,
     }
 }
 
@@ -182,6 +190,8 @@ pub fn dtype_of_element(element: ElementType) -> Option<DType> {
         ElementType::U8 => DType::U8,
         ElementType::U64 => DType::U64,
         ElementType::Pred => DType::Bool,
+        ElementType::C64 => DType::C64,
+        ElementType::C128 => DType::C128,
         _ => return None,
     })
 }
@@ -205,10 +215,11 @@ pub fn dtype_from_safetensors(dtype: safetensors::Dtype) -> Option<DType> {
     })
 }
 
-/// The safetensors dtype that stores `dtype`.
-pub fn safetensors_dtype(dtype: DType) -> safetensors::Dtype {
+/// The safetensors dtype that stores `dtype`; `None` for complex types, which the safetensors
+/// format (as of the crate's 0.6) has no dtype for.
+pub fn safetensors_dtype(dtype: DType) -> Option<safetensors::Dtype> {
     use safetensors::Dtype;
-    match dtype {
+    Some(match dtype {
         DType::F64 => Dtype::F64,
         DType::F32 => Dtype::F32,
         DType::F16 => Dtype::F16,
@@ -220,7 +231,8 @@ pub fn safetensors_dtype(dtype: DType) -> safetensors::Dtype {
         DType::U8 => Dtype::U8,
         DType::U64 => Dtype::U64,
         DType::Bool => Dtype::BOOL,
-    }
+        DType::C64 | DType::C128 => return None,
+    })
 }
 
 #[cfg(test)]
@@ -231,7 +243,10 @@ mod tests {
     fn every_dtype_maps_both_ways() {
         for dtype in DType::ALL {
             assert_eq!(dtype_of_element(element_type(dtype)), Some(dtype));
-            assert_eq!(dtype_from_safetensors(safetensors_dtype(dtype)), Some(dtype));
+            match safetensors_dtype(dtype) {
+                Some(stored) => assert_eq!(dtype_from_safetensors(stored), Some(dtype)),
+                None => assert!(dtype.is_complex(), "only complex types lack a safetensors dtype"),
+            }
         }
     }
 

@@ -20,8 +20,8 @@ use melior::ir::{
     Attribute, Block, BlockLike, Identifier, Location, Operation, OperationRef, Region, RegionLike, Type, Value,
 };
 use ttpu_ir::{
-    BinaryOp, CompareDirection, ConvDims, DType, DotDims, GatherDims, Literal, RngAlgorithm, ScatterDims, UnaryOp,
-    Window,
+    BinaryOp, CompareDirection, ConvDims, DType, DotDims, FftType, GatherDims, Literal, RngAlgorithm, ScatterDims,
+    UnaryOp, Window,
 };
 
 use crate::Error;
@@ -315,6 +315,32 @@ pub(crate) fn rng_bit_generator<'c>(
         opaque(context, &format!("#stablehlo<rng_algorithm {}>", algorithm.mnemonic()))?,
     )];
     build("stablehlo.rng_bit_generator", location, &[state], &[state_type, result], &attributes, Vec::new())
+}
+
+/// `stablehlo.real`, `stablehlo.imag` (one operand) and `stablehlo.complex` (two).
+pub(crate) fn complex_part<'c>(
+    name: &'static str,
+    operands: &[Value<'c, '_>],
+    result: Type<'c>,
+    location: Location<'c>,
+) -> Result<Operation<'c>, Error> {
+    build(name, location, operands, &[result], &[], Vec::new())
+}
+
+/// `stablehlo.fft` of the trailing `length.len()` dims.
+pub(crate) fn fft<'c>(
+    context: &'c Context,
+    operand: Value<'c, '_>,
+    kind: FftType,
+    length: &[i64],
+    result: Type<'c>,
+    location: Location<'c>,
+) -> Result<Operation<'c>, Error> {
+    let attributes = [
+        named(context, "fft_type", opaque(context, &format!("#stablehlo<fft_type {}>", kind.mnemonic()))?),
+        named(context, "fft_length", i64_array(context, length)),
+    ];
+    build("stablehlo.fft", location, &[operand], &[result], &attributes, Vec::new())
 }
 
 /// `stablehlo.select(pred, on_true, on_false)`.

@@ -1,7 +1,8 @@
 //! IR types and literals to MLIR types and dense attributes.
 //!
 //! StableHLO uses signless integers for signed data (`i32`, never `si32`), `ui8` for unsigned
-//! bytes and words (`ui64`) and `i1` for booleans; floats map to the builtin float types of the same width.
+//! bytes and words (`ui64`) and `i1` for booleans; floats map to the builtin float types of the same width,
+//! complex types to `complex<f32>` and `complex<f64>`.
 
 use melior::Context;
 use melior::ir::attribute::DenseElementsAttribute;
@@ -25,6 +26,10 @@ pub(crate) fn element_type(context: &Context, dtype: DType) -> Type<'_> {
         DType::U8 => IntegerType::unsigned(context, 8).into(),
         DType::U64 => IntegerType::unsigned(context, 64).into(),
         DType::Bool => IntegerType::new(context, 1).into(),
+        // melior has no complex type constructor; MLIR's parser always knows the builtin
+        // `complex<f32>`, so parsing it cannot fail.
+        DType::C64 => Type::parse(context, "complex<f32>").expect("MLIR parses its builtin complex type"),
+        DType::C128 => Type::parse(context, "complex<f64>").expect("MLIR parses its builtin complex type"),
     }
 }
 

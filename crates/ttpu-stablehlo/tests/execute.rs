@@ -11,8 +11,8 @@ use std::sync::OnceLock;
 use common::{dims, graphs, input, lower, nchw_conv2d};
 use half::{bf16, f16};
 use ttpu_ir::{
-    BinaryOp, CompareDirection, DType, DotDims, GatherDims, Graph, GraphBuilder, Literal, ReduceKind, Scalar,
-    ScatterDims, ScatterKind, Window,
+    BinaryOp, CompareDirection, DType, DotDims, FftType, GatherDims, Graph, GraphBuilder, Literal, ReduceKind, Scalar,
+    ScatterDims, ScatterKind, UnaryOp, Window,
 };
 use ttpu_pjrt::{Client, ElementType, HostBuffer, Plugin};
 
@@ -39,6 +39,8 @@ fn element_type(dtype: DType) -> ElementType {
         DType::U8 => ElementType::U8,
         DType::U64 => ElementType::U64,
         DType::Bool => ElementType::Pred,
+        DType::C64 => ElementType::C64,
+        DType::C128 => ElementType::C128,
     }
 }
 
@@ -144,6 +146,62 @@ fn bitcast_convert_reinterprets_bits_across_widths() {
     assert_eq!(parts, [0x0000, 0x3f80, 0x0000, 0x8000, 0x0001, 0xffc0]);
     let round_trip: Vec<u32> = f32s(&outputs[2]).iter().map(|value| value.to_bits()).collect();
     assert_eq!(round_trip, values.map(f32::to_bits));
+}
+
+fn f64s(buffer: &HostBuffer) -> Vec<f64> {
+    buffer.data.chunks_exact(8).map(|chunk| f64::from_le_bytes(chunk.try_into().unwrap())).collect()
+}
+
+/// The DFT of `x` by its definition, in f64: (real, imaginary) of `sum x[n] exp(-2 pi i k n / N)`.
+fn naive_dft(x: &[f64]) -> Vec<(f64, f64)> {
+    let n = x.len() as f64;
+    (0..x.len())
+        .map(|k| {
+            x.iter().enumerate().fold((0.0, 0.0), |(re, im), (index, &value)| {
+                let angle = -2.0 * std::f64::consts::PI * (k * index) as f64 / n;
+                (re + value * angle.cos(), im + value * angle.sin())
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn fft_real_imag_and_complex_match_the_definition() {
+    // An odd length, so the half spectrum of rfft (n/2 + 1 entries) is not half of n.
+    let values: Vec<f64> = (0..7).map(|i| (i as f64 * 0.7).sin() + 0.25 * i as f64).collect();
+    let mut b = GraphBuilder::new();
+    let x = input(&mut b, "x", DType::F64, &[7]);
+    let spectrum = b.fft(x, FftType::Rfft, &[7]).unwrap();
+    let re = b.real(spectrum).unwrap();
+    let im = b.imag(spectrum).unwrap();
+    let back = b.fft(spectrum, FftType::Irfft, &[7]).unwrap();
+    let zero = b.constant(Literal::splat(DType::F64, &[7], Scalar::Float(0.0)));
+    let full = b.complex(x, zero).unwrap();
+    let forward = b.fft(full, FftType::Fft, &[7]).unwrap();
+    let product = b.binary(BinaryOp::Multiply, forward, forward).unwrap();
+    let inverse = b.fft(forward, FftType::Ifft, &[7]).unwrap();
+    let modulus = b.unary(UnaryOp::Abs, forward).unwrap();
+    let inverse_re = b.real(inverse).unwrap();
+    let product_re = b.real(product).unwrap();
+    let product_im = b.imag(product).unwrap();
+    let graph = b.finish(&[re, im, back, modulus, inverse_re, product_re, product_im]);
+    let bytes: Vec<u8> = values.iter().flat_map(|value| value.to_le_bytes()).collect();
+    let outputs = run(&graph, &[Literal::from_bytes(DType::F64, &[7], bytes).unwrap()]);
+    let expected = naive_dft(&values);
+    let close = |got: &[f64], want: &[f64]| {
+        assert_eq!(got.len(), want.len());
+        for (got, want) in got.iter().zip(want) {
+            assert!((got - want).abs() <= 1e-12 * (1.0 + want.abs()), "{got} vs {want}");
+        }
+    };
+    assert_eq!(outputs[0].dims, [4]);
+    close(&f64s(&outputs[0]), &expected[..4].iter().map(|pair| pair.0).collect::<Vec<_>>());
+    close(&f64s(&outputs[1]), &expected[..4].iter().map(|pair| pair.1).collect::<Vec<_>>());
+    close(&f64s(&outputs[2]), &values);
+    close(&f64s(&outputs[3]), &expected.iter().map(|(re, im)| re.hypot(*im)).collect::<Vec<_>>());
+    close(&f64s(&outputs[4]), &values);
+    close(&f64s(&outputs[5]), &expected.iter().map(|(re, im)| re * re - im * im).collect::<Vec<_>>());
+    close(&f64s(&outputs[6]), &expected.iter().map(|(re, im)| 2.0 * re * im).collect::<Vec<_>>());
 }
 
 #[test]

@@ -94,13 +94,30 @@ impl Rhs {
 }
 
 /// Searches with a rule function; each proposal becomes its own match carrying its expression.
-struct RuleSearcher(fn(&FuseGraph, &FNode, &mut Vec<Rhs>));
+///
+/// Only layout and slice rules (which move elements, never compute with them) see nodes that
+/// touch complex values: the arithmetic rules and folds reason about real numbers (`x * 1 = x`
+/// is not exact for complex infinities, a complex literal's imaginary parts are `+0.0`, and
+/// `log` of a negative constant is not NaN in complex arithmetic).
+struct RuleSearcher {
+    search: fn(&FuseGraph, &FNode, &mut Vec<Rhs>),
+    complex_ok: bool,
+}
+
+/// Whether `node` (in class `eclass`) reads or gives a complex value.
+fn touches_complex(egraph: &FuseGraph, eclass: Id, node: &FNode) -> bool {
+    egraph[eclass].data.ty.dtype.is_complex()
+        || node.children.iter().any(|&child| egraph[child].data.ty.dtype.is_complex())
+}
 
 impl RuleSearcher {
     fn matches_in(&self, egraph: &FuseGraph, eclass: Id, out: &mut Vec<SearchMatches<'static, FNode>>, limit: usize) {
         let mut proposals = Vec::new();
         for node in &egraph[eclass].nodes {
-            (self.0)(egraph, node, &mut proposals);
+            if !self.complex_ok && touches_complex(egraph, eclass, node) {
+                continue;
+            }
+            (self.search)(egraph, node, &mut proposals);
         }
         for rhs in proposals {
             if out.len() >= limit {
@@ -223,7 +240,9 @@ pub(crate) fn rewrites(rules: &[Rule]) -> Vec<Rewrite<FNode, FuseAnalysis>> {
     rules
         .iter()
         .map(|rule| {
-            Rewrite::new(rule.name, RuleSearcher(rule.search), RuleApplier).expect("rule appliers bind no variables")
+            let complex_ok = layout::RULES.iter().chain(slice::RULES).any(|known| known.name == rule.name);
+            let searcher = RuleSearcher { search: rule.search, complex_ok };
+            Rewrite::new(rule.name, searcher, RuleApplier).expect("rule appliers bind no variables")
         })
         .collect()
 }

@@ -22,12 +22,16 @@ pub(crate) enum Category {
     Integer,
     /// Floating point.
     Float,
+    /// Complex (`c64`, `c128`).
+    Complex,
 }
 
 /// The category of `dtype`.
 pub(crate) fn category(dtype: DType) -> Category {
     if dtype.is_float() {
         Category::Float
+    } else if dtype.is_complex() {
+        Category::Complex
     } else if dtype.is_bool() {
         Category::Bool
     } else {
@@ -61,6 +65,15 @@ pub(crate) fn promote_types(a: DType, b: DType) -> DType {
     }
     match (a, b) {
         (Bool, other) | (other, Bool) => other,
+        // Complex wins; its parts are the promotion of both sides' real dtypes (`c64` with `f64`
+        // is `c128`). PyTorch's `complex32` does not exist here, so `f16` parts meet `c64`.
+        (x, y) if x.is_complex() || y.is_complex() => {
+            let part = |dtype: DType| dtype.complex_part().unwrap_or(dtype);
+            match promote_types(part(x), part(y)) {
+                F64 => C128,
+                _ => C64,
+            }
+        }
         // Float wins over integers; among floats the wider one, and f16 with bf16 meet at f32.
         (F16, BF16) | (BF16, F16) => F32,
         (x, y) if x.is_float() && y.is_float() => {
@@ -174,6 +187,12 @@ mod tests {
             (F16, F32, F32),
             (BF16, F64, F64),
             (F32, F64, F64),
+            (C64, F32, C64),
+            (C64, F64, C128),
+            (C64, C128, C128),
+            (C64, I64, C64),
+            (Bool, C128, C128),
+            (BF16, C64, C64),
         ];
         for (a, b, expected) in table {
             assert_eq!(promote_types(a, b), expected, "{a} with {b}");

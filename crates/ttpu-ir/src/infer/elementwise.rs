@@ -1,9 +1,12 @@
 //! Inference for elementwise ops: operands share one shape (broadcasts are explicit).
 
 use super::{InferResult, fail};
-use crate::{BinaryOp, DType, Op, TensorType, UnaryOp};
+use crate::{BinaryOp, CompareDirection, DType, Op, TensorType, UnaryOp};
 
 pub(super) fn unary(op: &Op, unary: UnaryOp, operand: &TensorType) -> InferResult {
+    if operand.dtype.is_complex() {
+        return complex_unary(op, unary, operand);
+    }
     if unary.needs_float() && !operand.dtype.is_float() {
         return fail(op, format!("needs a floating-point operand, found {operand}"));
     }
@@ -29,6 +32,14 @@ pub(super) fn binary(op: &Op, binary: BinaryOp, lhs: &TensorType, rhs: &TensorTy
     }
     let dtype = lhs.dtype;
     let ok = match binary {
+        // Field arithmetic only: complex numbers have no order (maximum, minimum), no bits and
+        // no remainder.
+        _ if dtype.is_complex() => {
+            matches!(
+                binary,
+                BinaryOp::Add | BinaryOp::Subtract | BinaryOp::Multiply | BinaryOp::Divide | BinaryOp::Power
+            )
+        }
         BinaryOp::And | BinaryOp::Or | BinaryOp::Xor => !dtype.is_float(),
         BinaryOp::ShiftLeft | BinaryOp::ShiftRightArithmetic | BinaryOp::ShiftRightLogical => dtype.is_integer(),
         BinaryOp::Atan2 => dtype.is_float(),
@@ -41,9 +52,12 @@ pub(super) fn binary(op: &Op, binary: BinaryOp, lhs: &TensorType, rhs: &TensorTy
     Ok(lhs.clone())
 }
 
-pub(super) fn compare(op: &Op, lhs: &TensorType, rhs: &TensorType) -> InferResult {
+pub(super) fn compare(op: &Op, direction: CompareDirection, lhs: &TensorType, rhs: &TensorType) -> InferResult {
     if lhs != rhs {
         return fail(op, format!("operand types differ: {lhs} vs {rhs}"));
+    }
+    if lhs.dtype.is_complex() && !matches!(direction, CompareDirection::Eq | CompareDirection::Ne) {
+        return fail(op, format!("complex numbers have no order; only EQ and NE compare {lhs}"));
     }
     Ok(lhs.with_dtype(DType::Bool))
 }
@@ -62,10 +76,34 @@ pub(super) fn select(op: &Op, pred: &TensorType, on_true: &TensorType, on_false:
 }
 
 pub(super) fn clamp(op: &Op, min: &TensorType, operand: &TensorType, max: &TensorType) -> InferResult {
+    if operand.dtype.is_complex() {
+        return fail(op, format!("complex numbers have no order; found {operand}"));
+    }
     for bound in [min, max] {
         if bound.dtype != operand.dtype || (bound.rank() != 0 && bound.shape != operand.shape) {
             return fail(op, format!("bound {bound} does not fit operand {operand}"));
         }
     }
     Ok(operand.clone())
+}
+
+/// Unary ops on complex operands: the ones StableHLO defines for complex types. `abs` gives the
+/// modulus in the part dtype, as StableHLO's `abs` does; the others keep the operand type.
+fn complex_unary(op: &Op, unary: UnaryOp, operand: &TensorType) -> InferResult {
+    let part = operand.dtype.complex_part().expect("called for complex dtypes only");
+    match unary {
+        UnaryOp::Abs => Ok(operand.with_dtype(part)),
+        UnaryOp::Negate
+        | UnaryOp::Exponential
+        | UnaryOp::ExponentialMinusOne
+        | UnaryOp::Log
+        | UnaryOp::LogPlusOne
+        | UnaryOp::Sqrt
+        | UnaryOp::Rsqrt
+        | UnaryOp::Tanh
+        | UnaryOp::Sine
+        | UnaryOp::Cosine
+        | UnaryOp::Sign => Ok(operand.clone()),
+        _ => fail(op, format!("not defined for {}", operand.dtype)),
+    }
 }

@@ -166,6 +166,9 @@ pub(super) fn bitcast_convert(op: &Op, operand: &TensorType, dtype: crate::DType
     if operand.dtype.is_bool() || dtype.is_bool() {
         return fail(op, format!("bool has no bit width; cannot reinterpret {} as {dtype}", operand.dtype));
     }
+    if operand.dtype.is_complex() || dtype.is_complex() {
+        return fail(op, format!("cannot reinterpret {} as {dtype}; take `real` and `imag` parts", operand.dtype));
+    }
     let (from, to) = (operand.dtype.byte_size(), dtype.byte_size());
     let mut dims = operand.shape.dims().to_vec();
     if to < from {

@@ -4,6 +4,7 @@
 //! new values and the verifier calls it again to check stored types.
 
 mod collective;
+mod complex;
 mod conv;
 mod elementwise;
 mod gather;
@@ -44,6 +45,8 @@ pub fn infer(op: &Op, operand_types: &[&TensorType]) -> Result<SmallVec<[TensorT
         Op::Binary(_) | Op::Compare(_) | Op::Pad { .. } | Op::DotGeneral(_) => Some(2),
         Op::Convolution(_) | Op::Gather(_) => Some(2),
         Op::RngBitGenerator { .. } | Op::DimSize(_) | Op::ArgSort { .. } | Op::Collective(_) => Some(1),
+        Op::Real | Op::Imag | Op::Fft { .. } => Some(1),
+        Op::Complex => Some(2),
         Op::Select | Op::Clamp | Op::Scatter(_) => Some(3),
         Op::Concatenate(_) => None,
     };
@@ -54,16 +57,22 @@ pub fn infer(op: &Op, operand_types: &[&TensorType]) -> Result<SmallVec<[TensorT
     }
     let ty = match op {
         Op::Constant(literal) => literal.ty(),
-        Op::Iota { dtype: DType::Bool, .. } => return fail(op, "not defined for bool"),
+        Op::Iota { dtype, .. } if dtype.is_bool() || dtype.is_complex() => {
+            return fail(op, format!("not defined for {dtype}"));
+        }
         Op::Iota { dimension, dtype, shape } => {
             check_dim(op, *dimension, shape.rank())?;
             TensorType::new(*dtype, shape.clone())
         }
         Op::Unary(unary) => elementwise::unary(op, *unary, operand_types[0])?,
         Op::Binary(binary) => elementwise::binary(op, *binary, operand_types[0], operand_types[1])?,
-        Op::Compare(_) => elementwise::compare(op, operand_types[0], operand_types[1])?,
+        Op::Compare(direction) => elementwise::compare(op, *direction, operand_types[0], operand_types[1])?,
         Op::Select => elementwise::select(op, operand_types[0], operand_types[1], operand_types[2])?,
         Op::Clamp => elementwise::clamp(op, operand_types[0], operand_types[1], operand_types[2])?,
+        // StableHLO leaves complex-to-real conversion undefined; `real` says which part is meant.
+        Op::Convert(dtype) if operand_types[0].dtype.is_complex() && !dtype.is_complex() => {
+            return fail(op, format!("cannot convert {} to {dtype}; take `real` or `imag`", operand_types[0]));
+        }
         Op::Convert(dtype) => operand_types[0].with_dtype(*dtype),
         Op::BitcastConvert(dtype) => layout::bitcast_convert(op, operand_types[0], *dtype)?,
         Op::Reshape(shape) => layout::reshape(op, operand_types[0], shape)?,
@@ -86,10 +95,16 @@ pub fn infer(op: &Op, operand_types: &[&TensorType]) -> Result<SmallVec<[TensorT
             TensorType::scalar(DType::I64)
         }
         Op::Collective(collective) => collective::collective(op, collective, operand_types[0])?,
+        Op::Real | Op::Imag => complex::part(op, operand_types[0])?,
+        Op::Complex => complex::complex(op, operand_types[0], operand_types[1])?,
+        Op::Fft { kind, length } => complex::fft(op, *kind, length, operand_types[0])?,
         Op::ArgSort { dimension, .. } => {
             let operand = operand_types[0];
             if operand.dtype == DType::Bool {
                 return fail(op, "sorts numbers; convert bool first");
+            }
+            if operand.dtype.is_complex() {
+                return fail(op, format!("complex numbers have no order; found {operand}"));
             }
             check_dim(op, *dimension, operand.rank())?;
             operand.with_dtype(DType::I64)

@@ -59,6 +59,8 @@ pub(super) fn reduce_window(op: &Op, kind: ReduceKind, operand: &TensorType, win
 
 pub(super) fn check_kind(op: &Op, kind: ReduceKind, dtype: DType) -> InferResult<()> {
     let ok = match kind {
+        // A complex reduction would need a complex init literal, which the IR does not have.
+        _ if dtype.is_complex() => false,
         ReduceKind::And | ReduceKind::Or => !dtype.is_float(),
         _ => true,
     };

@@ -5,8 +5,8 @@ use std::fmt;
 use smallvec::SmallVec;
 
 use crate::{
-    BinaryOp, Collective, CompareDirection, ConvDims, Dim, DotDims, GatherDims, Literal, Op, ReduceKind, RngAlgorithm,
-    ScatterDims, ScatterKind, TensorType, UnaryOp, Window,
+    BinaryOp, Collective, CompareDirection, ConvDims, Dim, DotDims, FftType, GatherDims, Literal, Op, ReduceKind,
+    RngAlgorithm, ScatterDims, ScatterKind, TensorType, UnaryOp, Window,
 };
 
 /// One attribute value.
@@ -85,7 +85,10 @@ pub(crate) fn op_attrs(op: &Op) -> Vec<(&'static str, Attr)> {
         Op::Constant(literal) => vec![("value", Attr::Literal(literal.clone()))],
         Op::Iota { dimension, .. } => vec![("dimension", Attr::Int(*dimension))],
         Op::Unary(_) | Op::Binary(_) | Op::Select | Op::Clamp | Op::Convert(_) | Op::Reshape(_) => vec![],
-        Op::BitcastConvert(_) => vec![],
+        Op::BitcastConvert(_) | Op::Real | Op::Imag | Op::Complex => vec![],
+        Op::Fft { kind, length } => {
+            vec![("fft_type", Attr::Ident(kind.mnemonic().into())), ("fft_length", ints(length))]
+        }
         Op::Compare(direction) => vec![("direction", Attr::Ident(direction.mnemonic().into()))],
         Op::Transpose(permutation) => vec![("permutation", ints(permutation))],
         Op::BroadcastInDim { dims, .. } => vec![("dims", ints(dims))],
@@ -416,6 +419,19 @@ pub(crate) fn op_from_attrs(mnemonic: &str, mut attrs: AttrReader, result: &Tens
             })
         }
         "dim_size" => Op::DimSize(attrs.int("dimension")?),
+        "real" => Op::Real,
+        "imag" => Op::Imag,
+        "complex" => Op::Complex,
+        "fft" => {
+            let kind = attrs.ident("fft_type")?;
+            Op::Fft {
+                kind: FftType::ALL
+                    .into_iter()
+                    .find(|candidate| candidate.mnemonic() == kind)
+                    .ok_or_else(|| format!("unknown fft_type `{kind}`"))?,
+                length: attrs.ints("fft_length")?,
+            }
+        }
         "argsort" => Op::ArgSort { dimension: attrs.int("dimension")?, descending: attrs.boolean("descending")? },
         "all_reduce" => {
             Op::Collective(Collective::AllReduce { kind: reduce_kind(&attrs.ident("kind")?)?, groups: attrs.groups()? })

@@ -171,6 +171,8 @@ proptest! {
             (DType::U8, Scalar::Int(v)) => Scalar::Int(i64::from(v as u8)),
             // u64 keeps the bit pattern of the i64.
             (DType::U64, Scalar::Int(v)) => Scalar::Int(v),
+            // A real value as a complex element, in the dtype of the parts.
+            (DType::C64, Scalar::Float(v)) => Scalar::Float(f64::from(v as f32)),
             (_, other) => other,
         };
         match (decoded, expected) {

@@ -83,8 +83,8 @@ pub(super) fn div(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let dtype = cx.result_type(&[lhs, rhs]);
     let result = match mode.as_deref() {
         None => {
-            // True division of integers gives the default float dtype.
-            let out = if dtype.is_float() { dtype } else { DEFAULT_FLOAT };
+            // True division of integers gives the default float dtype; complex stays complex.
+            let out = if dtype.is_float() || dtype.is_complex() { dtype } else { DEFAULT_FLOAT };
             arith_in(cx, BinaryOp::Divide, lhs, rhs, out)?
         }
         Some("trunc") => {
@@ -250,6 +250,7 @@ pub(super) fn abs(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
 /// them, so NaN and `-0.0` give `+0.0`; StableHLO's `sign` would keep both.
 pub(super) fn sign(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let x = args.tensor("self")?;
+    refuse_complex(cx, x, "sign (torch.sgn is the complex one)")?;
     let dtype = cx.dtype(x);
     if dtype.is_bool() {
         return tensor(x);
@@ -276,7 +277,18 @@ pub(super) fn reciprocal(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
 /// The dtype float math on `x` produces: its own if float, else the default float dtype.
 fn float_dtype(cx: &Cx<'_>, x: ValueId) -> DType {
     let dtype = cx.dtype(x);
-    if dtype.is_float() { dtype } else { DEFAULT_FLOAT }
+    // Complex inputs stay complex: StableHLO computes the complex functions itself.
+    if dtype.is_float() || dtype.is_complex() { dtype } else { DEFAULT_FLOAT }
+}
+
+/// PyTorch's refusal of an op that has no meaning for complex numbers, where the op would
+/// otherwise pass a non-float tensor through unchanged.
+fn refuse_complex(cx: &Cx<'_>, x: ValueId, what: &str) -> Result<()> {
+    let ty = cx.ty(x);
+    if ty.dtype.is_complex() {
+        return Err(cx.bad(format!("{what} is not supported for complex inputs, found {ty}")));
+    }
+    Ok(())
 }
 
 /// A float unary op; integer and bool inputs give the default float dtype, half types compute in
@@ -328,6 +340,7 @@ pub(super) fn erf_op(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
 /// `floor`/`ceil`/`round`: identity on integers.
 pub(super) fn rounding(cx: &mut Cx<'_>, args: &Args, op: UnaryOp) -> Result<Imported> {
     let x = args.tensor("self")?;
+    refuse_complex(cx, x, "rounding")?;
     if !cx.dtype(x).is_float() {
         return tensor(x);
     }
@@ -338,6 +351,7 @@ pub(super) fn rounding(cx: &mut Cx<'_>, args: &Args, op: UnaryOp) -> Result<Impo
 pub(super) fn round_decimals(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let x = args.tensor("self")?;
     let decimals = args.int_or("decimals", 0)?;
+    refuse_complex(cx, x, "rounding")?;
     if !cx.dtype(x).is_float() {
         return tensor(x);
     }
@@ -359,6 +373,7 @@ pub(super) fn round_decimals(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
 /// `trunc`: rounds toward zero.
 pub(super) fn trunc_op(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let x = args.tensor("self")?;
+    refuse_complex(cx, x, "rounding")?;
     if !cx.dtype(x).is_float() {
         return tensor(x);
     }
@@ -409,7 +424,8 @@ pub(super) fn compare(cx: &mut Cx<'_>, args: &Args, direction: CompareDirection)
 /// `isnan`: `x != x`.
 pub(super) fn isnan(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let x = args.tensor("self")?;
-    if !cx.dtype(x).is_float() {
+    // A complex `z != z` holds when either part is NaN, which is PyTorch's complex `isnan`.
+    if !cx.dtype(x).is_float() && !cx.dtype(x).is_complex() {
         return tensor(cx.splat(ttpu_ir::DType::Bool, Scalar::Bool(false), &cx.shape(x))?);
     }
     tensor(cx.compare(CompareDirection::Ne, x, x)?)
@@ -677,6 +693,18 @@ pub(super) fn ldexp(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
 /// `isinf`: `|x| == inf` (never for integers and bools).
 pub(super) fn isinf(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let x = args.tensor("self")?;
+    if cx.dtype(x).is_complex() {
+        // Either part infinite, part by part: the modulus of two large finite parts overflows.
+        let (re, im) = (cx.b.real(x), cx.b.imag(x));
+        let parts = [cx.ok(re)?, cx.ok(im)?];
+        let mut infinite = Vec::with_capacity(2);
+        for part in parts {
+            let magnitude = cx.unary(UnaryOp::Abs, part)?;
+            let infinity = cx.splat_like(part, Scalar::Float(f64::INFINITY))?;
+            infinite.push(cx.compare(CompareDirection::Eq, magnitude, infinity)?);
+        }
+        return tensor(cx.binary(BinaryOp::Or, infinite[0], infinite[1])?);
+    }
     if !cx.dtype(x).is_float() {
         return tensor(cx.splat(DType::Bool, Scalar::Bool(false), &cx.shape(x))?);
     }

@@ -753,6 +753,8 @@ fn torch_name(dtype: ttpu_ir::DType) -> &'static str {
         DType::U8 => "Byte",
         DType::U64 => "UInt64",
         DType::Bool => "Bool",
+        DType::C64 => "ComplexFloat",
+        DType::C128 => "ComplexDouble",
     }
 }
 

@@ -7,6 +7,7 @@
 //! non-capturing closures.
 
 mod backward;
+mod complex;
 mod counting;
 mod creation;
 mod elementwise;
@@ -368,6 +369,16 @@ pub(crate) static TABLE: &[OpDef] = &[
     def("aten.transpose.int", "self, dim0, dim1", layout::transpose),
     def("aten.view.default", "self, size", layout::view),
     def("aten.view.dtype", "self, dtype", layout::view_dtype),
+    // ---- complex numbers and Fourier transforms ----
+    def("aten.view_as_real.default", "self", complex::view_as_real),
+    def("aten.view_as_complex.default", "self", complex::view_as_complex),
+    def("aten.real.default", "self", complex::real),
+    def("aten.imag.default", "self", complex::imag),
+    def("aten.complex.default", "real, imag", complex::complex),
+    def("aten.angle.default", "self", complex::angle),
+    def("aten._fft_r2c.default", "self, dim, normalization, onesided", complex::fft_r2c),
+    def("aten._fft_c2r.default", "self, dim, normalization, last_dim_size", complex::fft_c2r),
+    def("aten._fft_c2c.default", "self, dim, normalization, forward", complex::fft_c2c),
     def("aten._unsafe_view.default", "self, size", layout::view),
     def("aten._reshape_alias.default", "self, size, stride", layout::view),
     def("aten.reshape.default", "self, shape", layout::reshape),

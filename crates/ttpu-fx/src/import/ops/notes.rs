@@ -32,6 +32,10 @@ const LAYOUT: &str = "exact over the layouts PyTorch gives views (permute, trans
                       `torch.export` does; refused, naming the node, where the layout is not tracked (another op \
                       reading a strided view)";
 
+/// What the FFT kernels leave out.
+const FFT: &str = "at most three transformed dims in one call (StableHLO's `fft`), each of a static size; \
+                   inverse transforms are XLA's, scaled by `n` times PyTorch's factor";
+
 /// Notes, at most one per overload.
 pub(crate) static NOTES: &[(&str, Note)] = &[
     (
@@ -43,14 +47,9 @@ pub(crate) static NOTES: &[(&str, Note)] = &[
     ("aten.as_strided.default", Note::Partial(LAYOUT)),
     ("aten.sym_storage_offset.default", Note::Partial(LAYOUT)),
     ("aten.sym_stride.int", Note::Partial(LAYOUT)),
-    (
-        "aten._fft_c2r.default",
-        Note::Unsupported("FFTs take or produce complex tensors, and the IR has no complex dtypes"),
-    ),
-    (
-        "aten._fft_r2c.default",
-        Note::Unsupported("FFTs take or produce complex tensors, and the IR has no complex dtypes"),
-    ),
+    ("aten._fft_c2c.default", Note::Partial(FFT)),
+    ("aten._fft_c2r.default", Note::Partial(FFT)),
+    ("aten._fft_r2c.default", Note::Partial(FFT)),
     (
         "aten._local_scalar_dense.default",
         Note::Unsupported(
