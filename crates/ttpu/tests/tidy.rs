@@ -38,28 +38,18 @@ fn members() -> Vec<(String, String, PathBuf)> {
         .collect();
     dirs.push(root().join("xtask"));
     dirs.sort();
-    manifests().into_iter().zip(dirs).map(|((name, text), dir)| (name, text, dir)).collect()
-}
-
-fn manifests() -> Vec<(String, String)> {
-    let mut res = vec![];
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(root().join("crates"))
-        .expect("crates/ exists")
-        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
-        .collect();
-    dirs.push(root().join("xtask"));
-    dirs.sort();
-    for dir in dirs {
-        let text = std::fs::read_to_string(dir.join("Cargo.toml")).expect("every crate has a Cargo.toml");
-        let name = text
-            .lines()
-            .find_map(|line| line.strip_prefix("name = \""))
-            .and_then(|rest| rest.strip_suffix('"'))
-            .expect("every manifest names its package")
-            .to_owned();
-        res.push((name, text));
-    }
-    res
+    dirs.into_iter()
+        .map(|dir| {
+            let text = std::fs::read_to_string(dir.join("Cargo.toml")).expect("every crate has a Cargo.toml");
+            let name = text
+                .lines()
+                .find_map(|line| line.strip_prefix("name = \""))
+                .and_then(|rest| rest.strip_suffix('"'))
+                .expect("every manifest names its package")
+                .to_owned();
+            (name, text, dir)
+        })
+        .collect()
 }
 
 /// `(name, is_dev_dependency)` for every dependency line of a manifest.
@@ -87,7 +77,7 @@ fn dependency_names(manifest: &str) -> Vec<(String, bool)> {
 #[test]
 fn crate_dependencies_follow_the_allowed_edges() {
     let mut problems = vec![];
-    for (name, manifest) in manifests() {
+    for (name, manifest, _) in members() {
         let Some((_, allowed)) = ALLOWED_EDGES.iter().find(|(crate_name, _)| *crate_name == name) else {
             problems.push(format!("{name} is not listed in ALLOWED_EDGES"));
             continue;
@@ -166,31 +156,61 @@ fn the_unused_dependency_check_sees_uses_and_misses() {
 /// makes each crate that needs `unsafe` allow it by name; this makes each use explain itself.
 #[test]
 fn every_unsafe_block_has_a_safety_comment() {
-    let mut files = vec![];
-    rust_files(&root().join("crates"), &mut files);
-    rust_files(&root().join("xtask"), &mut files);
     let mut problems = vec![];
-    for file in files {
-        let text = std::fs::read_to_string(&file).expect("source files are UTF-8");
-        let lines: Vec<&str> = text.lines().collect();
-        for (index, line) in lines.iter().enumerate() {
-            let code = line.split("//").next().unwrap_or("");
-            let is_unsafe_use = ["unsafe {", "unsafe impl"].iter().any(|form| code.contains(form));
-            if !is_unsafe_use || line.contains("SAFETY:") {
-                continue;
-            }
-            let explained = lines[..index]
-                .iter()
-                .rev()
-                .take_while(|above| above.trim_start().starts_with("//"))
-                .any(|above| above.contains("SAFETY:"));
-            if !explained && !file.ends_with("tidy.rs") {
-                let shown = file.strip_prefix(root()).unwrap_or(&file).display().to_string();
-                problems.push(format!("{shown}:{}: `unsafe` without a `// SAFETY:` comment", index + 1));
-            }
+    for (shown, text) in workspace_sources() {
+        if shown.ends_with("tidy.rs") {
+            continue;
+        }
+        for line in unexplained_unsafe(&text) {
+            problems.push(format!("{shown}:{line}: `unsafe` without a `// SAFETY:` comment"));
         }
     }
     assert!(problems.is_empty(), "{problems:#?}");
+}
+
+/// The 1-based lines of `text` with an `unsafe` block or impl and no `SAFETY:` on the line or in
+/// the comment lines right above it.
+fn unexplained_unsafe(text: &str) -> Vec<usize> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut found = vec![];
+    for (index, line) in lines.iter().enumerate() {
+        let code = line.split("//").next().unwrap_or("");
+        let is_unsafe_use = ["unsafe {", "unsafe impl"].iter().any(|form| code.contains(form));
+        if !is_unsafe_use || line.contains("SAFETY:") {
+            continue;
+        }
+        let explained = lines[..index]
+            .iter()
+            .rev()
+            .take_while(|above| above.trim_start().starts_with("//"))
+            .any(|above| above.contains("SAFETY:"));
+        if !explained {
+            found.push(index + 1);
+        }
+    }
+    found
+}
+
+#[test]
+fn the_safety_check_sees_explained_and_unexplained_blocks() {
+    let text = "// SAFETY: the pointer is live.\n// More of why.\nlet a = unsafe { f() };\n\n\
+                let b = unsafe { g() };\n// a comment that is not one\nunsafe impl Send for X {}\n\
+                let c = 1; // unsafe { in a comment }\n";
+    assert_eq!(unexplained_unsafe(text), vec![5, 7]);
+}
+
+/// `(path as shown, text)` of every Rust file of the workspace.
+fn workspace_sources() -> Vec<(String, String)> {
+    let mut files = vec![];
+    rust_files(&root().join("crates"), &mut files);
+    rust_files(&root().join("xtask"), &mut files);
+    files
+        .into_iter()
+        .map(|file| {
+            let text = std::fs::read_to_string(&file).expect("source files are UTF-8");
+            (file.strip_prefix(root()).unwrap_or(&file).display().to_string(), text)
+        })
+        .collect()
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -208,14 +228,9 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 
 #[test]
 fn every_rust_file_starts_with_a_doc_and_no_test_is_ignored() {
-    let mut files = vec![];
-    rust_files(&root().join("crates"), &mut files);
-    rust_files(&root().join("xtask"), &mut files);
     let mut problems = vec![];
-    for file in files {
-        let text = std::fs::read_to_string(&file).expect("source files are UTF-8");
-        let shown = file.strip_prefix(root()).unwrap_or(&file).display().to_string();
-        let is_build_script = file.ends_with("build.rs");
+    for (shown, text) in workspace_sources() {
+        let is_build_script = shown.ends_with("build.rs");
         if !is_build_script && !text.trim_start().starts_with("//!") {
             problems.push(format!("{shown}: no `//!` doc at the top"));
         }

@@ -137,9 +137,7 @@ const ALWAYS_CONTIGUOUS: &[&str] = &[
     "aten.gather",
     "aten.index_select",
     "aten.logsumexp",
-    "aten.max",
     "aten.mean",
-    "aten.min",
     "aten.mm",
     "aten.native_layer_norm",
     "aten.prod",
@@ -154,6 +152,9 @@ const ALWAYS_CONTIGUOUS: &[&str] = &[
     "aten.var",
     "aten.var_mean",
 ];
+
+/// Overloads of families whose other overloads are elementwise (`max.other` is `maximum`).
+const ALWAYS_CONTIGUOUS_OVERLOADS: &[&str] = &["aten.max.default", "aten.max.dim", "aten.min.default", "aten.min.dim"];
 
 /// Families computed by TensorIterator elementwise: the result is laid out like the input when
 /// one full-size tensor is read (the others being 0-dim or numbers).
@@ -302,7 +303,7 @@ fn derive(cx: &mut Cx<'_>, target: &str, args: &Args, result: &Imported) -> Deri
     let self_layout = first.map_or(Layout::Contiguous, |(param, _)| input_layout(cx, param));
     match family {
         "aten.alias" | "aten.detach" => return Ok(self_layout),
-        family if ALWAYS_CONTIGUOUS.contains(&family) => {
+        family if ALWAYS_CONTIGUOUS.contains(&family) || ALWAYS_CONTIGUOUS_OVERLOADS.contains(&target) => {
             return Ok(match result {
                 Imported::Tuple(items) => Layout::Tuple(vec![Layout::Contiguous; items.len()]),
                 _ => Layout::Contiguous,
@@ -335,7 +336,9 @@ fn derive(cx: &mut Cx<'_>, target: &str, args: &Args, result: &Imported) -> Deri
         }
         _ => {}
     }
-    if let Some(view) = view_op(family) {
+    // `view.dtype` reinterprets elements of another width: not a view of the same elements, so
+    // it takes the rule of other ops below (contiguous when its input is).
+    if let Some(view) = view_op(family).filter(|_| target != "aten.view.dtype") {
         let (_, input) = first.ok_or("it has no tensor input")?;
         let source = view_of(cx, input, &self_layout).map_err(|reason| -> Arc<str> {
             format!("it is a view of a tensor whose layout is unknown: {reason}").into()

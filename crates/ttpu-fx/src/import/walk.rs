@@ -306,10 +306,10 @@ impl<'a> Walk<'a> {
             && let [Arg::Name(base, _), Arg::Int(index)] = args
         {
             let layout = element_layout(self.layout(base), *index);
-            return Ok((self.call_value(target, args, kwargs, span)?, layout));
+            return Ok((self.call_outside_table(target, args, kwargs, span)?, layout));
         }
         let Some(def) = ops::lookup(target) else {
-            let value = self.call_value(target, args, kwargs, span)?;
+            let value = self.call_outside_table(target, args, kwargs, span)?;
             // `cond` results and the like: their own values, but not necessarily contiguous ones.
             let layout = match &value {
                 Imported::Tensor(_) | Imported::Tuple(_) => {
@@ -335,8 +335,15 @@ impl<'a> Walk<'a> {
         result
     }
 
-    /// A call: `getitem`, or an overload from the table.
-    fn call_value(&mut self, target: &str, args: &[Arg], kwargs: &[(String, Arg)], span: Span) -> Result<Imported> {
+    /// A call of something outside the op table: symbolic-int checks and `min`/`max`, `cond`,
+    /// `getitem`, or the refusal of an unknown op.
+    fn call_outside_table(
+        &mut self,
+        target: &str,
+        args: &[Arg],
+        kwargs: &[(String, Arg)],
+        span: Span,
+    ) -> Result<Imported> {
         if matches!(target, "torch._check" | "torch._check_is_size") {
             // Runtime checks on symbolic values: only a statically false one is an error.
             if let [Arg::Name(name, _), ..] = args
@@ -368,23 +375,16 @@ impl<'a> Walk<'a> {
                 .ok_or_else(|| Error::UndefinedName { at: self.location(*base_span), name: base.clone() })?;
             return element(&self.cx.site, base, tuple, *index);
         }
-        let Some(def) = ops::lookup(target) else {
-            if let Some(ops::notes::Note::Unsupported(reason)) = ops::notes::note(target) {
-                return Err(Error::OpNotSupported {
-                    at: self.location(span),
-                    op: target.to_string(),
-                    node: self.cx.site.node.clone(),
-                    reason: reason.to_string(),
-                });
-            }
-            return Err(Error::UnsupportedOp {
+        // Nothing else is in the table (the caller runs table entries): a refusal.
+        if let Some(ops::notes::Note::Unsupported(reason)) = ops::notes::note(target) {
+            return Err(Error::OpNotSupported {
                 at: self.location(span),
                 op: target.to_string(),
                 node: self.cx.site.node.clone(),
+                reason: reason.to_string(),
             });
-        };
-        let bound = self.bind(def, args, kwargs)?;
-        (def.run)(&mut self.cx, &bound)
+        }
+        Err(Error::UnsupportedOp { at: self.location(span), op: target.to_string(), node: self.cx.site.node.clone() })
     }
 
     /// Binds a call's arguments to the parameters of `def`.
