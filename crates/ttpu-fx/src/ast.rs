@@ -111,6 +111,13 @@ pub enum SymExpr {
     Max(Box<SymExpr>, Box<SymExpr>),
 }
 
+impl SymExpr {
+    /// The symbols it mentions, each once, in order of appearance.
+    pub fn symbols(&self) -> Vec<String> {
+        crate::import::sym_symbols(self)
+    }
+}
+
 /// One parameter of `forward`: `x: "f32[4, 16]"`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Placeholder {

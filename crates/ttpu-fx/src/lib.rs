@@ -20,7 +20,8 @@ mod parser;
 
 pub use error::{Error, Location, Result};
 pub use import::{
-    ImportOptions, InputRole, ModelInput, ModelOutput, ModelSignature, Module, OutputRole, import, supported_ops,
+    DataSize, ImportOptions, InputRole, ModelInput, ModelOutput, ModelSignature, Module, OutputRole, import,
+    supported_ops,
 };
 pub use parser::parse;
 

@@ -6,7 +6,7 @@
 mod common;
 
 use common::{Case, check, import, try_import};
-use ttpu_fx::{Error, ImportOptions};
+use ttpu_fx::ImportOptions;
 
 #[test]
 fn indexing_shapes_follow_pytorch() {
@@ -59,23 +59,31 @@ fn indexing_shapes_follow_pytorch() {
 }
 
 #[test]
-fn boolean_mask_indices_take_the_recorded_count_or_are_refused() {
-    // The export records how many elements the mask selected: the result has that size.
+fn boolean_mask_indices_take_the_recorded_count_or_wait_for_the_data() {
+    // A count the export printed as a number is the result's size.
     import(
         &[("x", "f32[4, 3]"), ("m", "b8[4]")],
         &[r#"out: "f32[2, 3]" = torch.ops.aten.index.Tensor(x, [m])"#],
         &["out"],
     );
-    // A count left symbolic (an unbacked size) cannot be a static size.
-    let error = try_import(
-        &[("x", "f32[4]"), ("m", "b8[4]")],
-        &[r#"out: "f32[u0]" = torch.ops.aten.index.Tensor(x, [m])"#],
-        &["out"],
-        &ImportOptions::default(),
-    )
-    .expect_err("a mask gives a data-dependent shape");
-    assert!(matches!(*error, Error::DynamicDims { .. }), "{error}");
-    assert!(error.to_string().contains("data-dependent number of elements"), "{error}");
+    // A count the data decides (`u0`, in no input's type): without a value the import is a size
+    // program that computes it, and the node waits; with one, the node has that size.
+    let body = [
+        r#"out: "f32[u0]" = torch.ops.aten.index.Tensor(x, [m])"#,
+        r#"y: "f32[u0]" = torch.ops.aten.exp.default(out)"#,
+    ];
+    let params = [("x", "f32[4]"), ("m", "b8[4]")];
+    let sizes = try_import(&params, &body, &["y"], &ImportOptions::default()).expect("a size program");
+    assert_eq!(sizes.pending.len(), 1);
+    assert_eq!(sizes.pending[0].symbol, "u0");
+    assert_eq!(sizes.pending[0].node, "out");
+    assert_eq!(sizes.graph.outputs.len(), 1);
+    assert_eq!(sizes.graph.ty(sizes.graph.outputs[0]).to_string(), "i64[]");
+    assert_eq!(sizes.signature.outputs[0].ty.to_string(), "f32[u0]");
+    let options = ImportOptions { symbol_values: [("u0".to_string(), 3)].into_iter().collect(), ..Default::default() };
+    let whole = try_import(&params, &body, &["y"], &options).expect("the whole program");
+    assert!(whole.pending.is_empty());
+    assert_eq!(whole.graph.ty(whole.graph.outputs[0]).to_string(), "f32[3]");
 }
 
 #[test]

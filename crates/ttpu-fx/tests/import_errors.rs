@@ -50,7 +50,7 @@ fn error_fixtures_that_parse_fail_import_with_expected_messages() {
         }
         checked.push(name);
     }
-    for required in ["unknown_op", "type_mismatch", "signature_missing_input", "nonzero", "local_scalar_dense"] {
+    for required in ["unknown_op", "type_mismatch", "signature_missing_input", "item_bool", "local_scalar_dense"] {
         assert!(checked.iter().any(|name| name == required), "{required}.fx was not checked: {checked:?}");
     }
 }
@@ -65,15 +65,14 @@ fn error_variants_and_locations() {
         }
         other => panic!("expected UnsupportedOp, got {other:?}"),
     }
-    // Data-dependent shapes and host reads are refused with the reason from the ops table's notes.
-    for (name, op) in [("nonzero", "aten.nonzero.default"), ("local_scalar_dense", "aten._local_scalar_dense.default")]
-    {
+    // A value the data decides is read back only when it is an integer.
+    for name in ["local_scalar_dense", "item_bool"] {
         match load_error(name) {
-            Error::OpNotSupported { op: found, reason, .. } => {
-                assert_eq!(found, op);
-                assert!(!reason.is_empty());
+            Error::BadArguments { op, message, .. } => {
+                assert_eq!(op, "aten._local_scalar_dense.default");
+                assert!(message.contains("only integer values are read back"), "{message}");
             }
-            other => panic!("expected OpNotSupported, got {other:?}"),
+            other => panic!("expected BadArguments, got {other:?}"),
         }
     }
     match load_error("type_mismatch") {

@@ -89,6 +89,12 @@ impl Compiler {
         options: &CompileOptions,
     ) -> Result<(Module, PaddingVerdicts)> {
         match self.import_program(program, options) {
+            Ok(module) if !module.pending.is_empty() => {
+                // The graph is a size program, not the model: nothing proves padding safe.
+                let padding =
+                    all_exact(&module, &format!("the data decides sizes of the model ({})", module.pending[0]));
+                Ok((module, padding))
+            }
             Ok(module) => {
                 let padding = ttpu_ir::padding_verdicts(&module.graph);
                 Ok((module, padding))
@@ -110,9 +116,17 @@ impl Compiler {
         options: &CompileOptions,
         why: &ttpu_fx::Error,
     ) -> Result<(Module, PaddingVerdicts)> {
+        // Only the symbols of input dims: the data decides the others (`u0`), at run time.
+        let mut input_symbols = std::collections::HashSet::new();
+        for placeholder in &program.placeholders {
+            if let ttpu_fx::ast::FxType::Tensor { dims, .. } = &placeholder.ty {
+                input_symbols.extend(dims.iter().flat_map(ttpu_fx::ast::SymExpr::symbols));
+            }
+        }
         let symbol_values: IndexMap<String, i64> = program
             .range_constraints
             .iter()
+            .filter(|constraint| input_symbols.contains(&constraint.symbol))
             .map(|constraint| (constraint.symbol.clone(), constraint.min.max(0)))
             .collect();
         let mut module = self.import_program(program, &CompileOptions { symbol_values, ..options.clone() })?;
@@ -134,13 +148,7 @@ impl Compiler {
                 input.ty = ttpu_ir::TensorType::new(*dtype, shape);
             }
         }
-        let reason = format!("the model only imports at concrete sizes ({})", why);
-        let padding = module
-            .graph
-            .symbols
-            .iter()
-            .map(|(symbol, _)| (symbol.clone(), PaddingVerdict::Exact(reason.clone())))
-            .collect();
+        let padding = all_exact(&module, &format!("the model only imports at concrete sizes ({})", why));
         Ok((module, padding))
     }
 
@@ -174,4 +182,9 @@ impl Compiler {
         let stablehlo = self.lower(&module)?;
         Ok(Compiled { module, stablehlo })
     }
+}
+
+/// Every symbol of `module` compiled exactly, for `reason`.
+fn all_exact(module: &Module, reason: &str) -> PaddingVerdicts {
+    module.graph.symbols.iter().map(|(symbol, _)| (symbol.clone(), PaddingVerdict::Exact(reason.to_owned()))).collect()
 }

@@ -372,9 +372,9 @@ impl LoadedModel {
             }
             per_replica.push(tensors);
         }
-        let symbol_values = bound.unwrap_or_default();
+        let mut symbol_values = bound.unwrap_or_default();
         let module = self.model.module();
-        let compiled_values: IndexMap<String, i64> = symbol_values
+        let mut compiled_values: IndexMap<String, i64> = symbol_values
             .iter()
             .map(|(symbol, &size)| {
                 let bucket = if self.model.paddable(symbol) && !self.fixed_symbols.contains_key(symbol) {
@@ -385,7 +385,41 @@ impl LoadedModel {
                 (symbol.clone(), bucket)
             })
             .collect();
-        let specialisation = self.model.specialise(compiled_values.clone())?;
+        let mut specialisation = self.model.specialise(compiled_values.clone())?;
+        if !specialisation.module.pending.is_empty() {
+            // Sizes the data decides: run size programs on the uploaded inputs until every size
+            // is known, then the whole program at those sizes.
+            if self.sharded.is_some() {
+                return Err(Error::Sharding {
+                    message: format!(
+                        "the model has sizes the data decides ({}); a sharded run needs every size before it runs",
+                        describe_pending(&specialisation.module.pending)
+                    ),
+                });
+            }
+            let uploaded = self.upload(per_replica, &signature.inputs, &compiled_values)?;
+            while !specialisation.module.pending.is_empty() {
+                let sizes = self.run_sizes(&specialisation, &uploaded)?;
+                for (pending, value) in specialisation.module.pending.iter().zip(sizes) {
+                    if compiled_values.contains_key(&pending.symbol) {
+                        return Err(Error::Bug {
+                            message: format!("the size program computes `{}` again", pending.symbol),
+                        });
+                    }
+                    check_data_size(module, pending, value)?;
+                    compiled_values.insert(pending.symbol.clone(), value);
+                    symbol_values.insert(pending.symbol.clone(), value);
+                }
+                specialisation = self.model.specialise(compiled_values.clone())?;
+            }
+            let spec = CompileSpec {
+                devices: (0..self.replicas).collect(),
+                aliases: self.aliases(&specialisation.module.signature, &specialisation.module.graph),
+                sharding: None,
+            };
+            let (executable, compile) = specialisation.executable(&self.runtime, &spec)?;
+            return Ok(Prepared { specialisation, executable, compile, symbol_values, inputs: uploaded, layout: None });
+        }
         let layout = match &self.sharded {
             Some((parallelism, shardings)) => {
                 let layout = parallelism.program_sharding(&specialisation.module.signature)?;
@@ -436,15 +470,25 @@ impl LoadedModel {
                 layout: Some(layout.clone()),
             });
         }
+        let uploaded = self.upload(per_replica, &signature.inputs, &compiled_values)?;
+        Ok(Prepared { specialisation, executable, compile, symbol_values, inputs: uploaded, layout: None })
+    }
+
+    /// Uploads each replica's user inputs, padded to the compiled sizes.
+    fn upload(
+        &self,
+        per_replica: Vec<Vec<Option<&HostTensor>>>,
+        inputs: &[ttpu_fx::ModelInput],
+        compiled_values: &IndexMap<String, i64>,
+    ) -> Result<Vec<Vec<Option<Buffer>>>> {
         let mut uploaded = Vec::with_capacity(self.replicas);
         for (replica, tensors) in per_replica.into_iter().enumerate() {
-            let buffers = signature
-                .inputs
+            let buffers = inputs
                 .iter()
                 .zip(tensors)
                 .map(|(input, tensor)| {
                     let Some(tensor) = tensor else { return Ok(None) };
-                    let shape = resolved_shape(&input.ty, &tensor.shape, &compiled_values);
+                    let shape = resolved_shape(&input.ty, &tensor.shape, compiled_values);
                     let padded =
                         if shape == tensor.shape { Cow::Borrowed(tensor) } else { Cow::Owned(resize(tensor, &shape)) };
                     Ok(Some(self.runtime.upload(&padded, replica)?))
@@ -452,7 +496,51 @@ impl LoadedModel {
                 .collect::<Result<Vec<Option<Buffer>>>>()?;
             uploaded.push(buffers);
         }
-        Ok(Prepared { specialisation, executable, compile, symbol_values, inputs: uploaded, layout: None })
+        Ok(uploaded)
+    }
+
+    /// Runs a size program on the resident weights and `inputs` and reads back its sizes; every
+    /// replica's data must give the same sizes, since one program runs on every device.
+    fn run_sizes(&self, specialisation: &Specialisation, inputs: &[Vec<Option<Buffer>>]) -> Result<Vec<i64>> {
+        let spec = CompileSpec { devices: (0..self.replicas).collect(), aliases: Vec::new(), sharding: None };
+        let (executable, _) = specialisation.executable(&self.runtime, &spec)?;
+        let results = {
+            let state = self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let lists = argument_lists(&state, inputs)?;
+            let refs: Vec<&[&Buffer]> = lists.iter().map(Vec::as_slice).collect();
+            let _span = tracing::debug_span!("size program", replicas = self.replicas).entered();
+            executable.run_replicated(&refs)?
+        };
+        let pending = &specialisation.module.pending;
+        let mut first: Option<Vec<i64>> = None;
+        for (replica, outputs) in results.iter().enumerate() {
+            let sizes = outputs
+                .iter()
+                .map(|buffer| {
+                    let tensor = self.runtime.download(buffer)?;
+                    let bytes: [u8; 8] = tensor.data.as_slice().try_into().map_err(|_| Error::Bug {
+                        message: format!("a size program returned {}, not one i64", tensor.describe()),
+                    })?;
+                    Ok(i64::from_le_bytes(bytes))
+                })
+                .collect::<Result<Vec<i64>>>()?;
+            match &first {
+                Some(first) if *first != sizes => {
+                    let show = |sizes: &[i64]| {
+                        pending
+                            .iter()
+                            .zip(sizes)
+                            .map(|(pending, size)| format!("{} = {size}", pending.symbol))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    };
+                    return Err(Error::ReplicaSizes { replica, first: show(first), here: show(&sizes) });
+                }
+                Some(_) => {}
+                None => first = Some(sizes),
+            }
+        }
+        Ok(first.unwrap_or_default())
     }
 
     /// Runs prepared inputs; mutated buffers become the new resident state.
@@ -460,23 +548,7 @@ impl LoadedModel {
         let Prepared { specialisation, executable, symbol_values, inputs, layout, .. } = prepared;
         let mut state = self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let results = {
-            let lists: Vec<Vec<&Buffer>> = state
-                .iter()
-                .zip(&inputs)
-                .map(|(weights, inputs)| {
-                    weights
-                        .iter()
-                        .zip(inputs)
-                        .map(|(weight, input)| match (weight, input) {
-                            (Some(weight), _) => Ok(&**weight),
-                            (None, Some(input)) => Ok(input),
-                            (None, None) => {
-                                Err(Error::Bug { message: "a graph input has neither weight nor input".into() })
-                            }
-                        })
-                        .collect::<Result<Vec<&Buffer>>>()
-                })
-                .collect::<Result<_>>()?;
+            let lists = argument_lists(&state, &inputs)?;
             let refs: Vec<&[&Buffer]> = lists.iter().map(Vec::as_slice).collect();
             let _span = tracing::debug_span!("execute", replicas = self.replicas).entered();
             executable.run_replicated(&refs)?
@@ -525,6 +597,51 @@ impl LoadedModel {
             .map(|&(output, input)| (input, output))
             .collect()
     }
+}
+
+/// Each device's argument list: its resident weights, and the uploaded inputs between them.
+fn argument_lists<'a>(
+    state: &'a [Vec<Option<Arc<Buffer>>>],
+    inputs: &'a [Vec<Option<Buffer>>],
+) -> Result<Vec<Vec<&'a Buffer>>> {
+    state
+        .iter()
+        .zip(inputs)
+        .map(|(weights, inputs)| {
+            weights
+                .iter()
+                .zip(inputs)
+                .map(|(weight, input)| match (weight, input) {
+                    (Some(weight), _) => Ok(&**weight),
+                    (None, Some(input)) => Ok(input),
+                    (None, None) => Err(Error::Bug { message: "a graph input has neither weight nor input".into() }),
+                })
+                .collect::<Result<Vec<&Buffer>>>()
+        })
+        .collect()
+}
+
+/// The sizes a size program computes, in words.
+fn describe_pending(pending: &[ttpu_fx::DataSize]) -> String {
+    pending.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+}
+
+/// Checks a size the data gave against its symbol's range, as PyTorch's runtime asserts do.
+fn check_data_size(module: &ttpu_fx::Module, pending: &ttpu_fx::DataSize, value: i64) -> Result<()> {
+    let Some(range) = module.graph.symbols.range(&pending.symbol) else { return Ok(()) };
+    if value >= range.min && range.max.is_none_or(|max| value <= max) {
+        return Ok(());
+    }
+    let range_text = match range.max {
+        Some(max) => format!("[{}, {max}]", range.min),
+        None => format!("[{}, inf]", range.min),
+    };
+    let message = if value < 0 {
+        format!("{} is invalid for these inputs (PyTorch raises here)", pending)
+    } else {
+        format!("{} is {value} for these inputs, outside the range", pending)
+    };
+    Err(Error::SymbolSize { symbol: pending.symbol.clone(), range: range_text, message })
 }
 
 /// `(output, input)` for every buffer mutation: the output is the new value of the buffer input

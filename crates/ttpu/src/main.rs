@@ -372,6 +372,27 @@ fn run(cli: Cli) -> Result<ExitCode, Report> {
                 };
                 let (module, fuse_report) =
                     compiler.import_with_report(&program, &options).map_err(|error| report(error, &source))?;
+                if !module.pending.is_empty() {
+                    let sizes: Vec<String> = module.pending.iter().map(|size| format!("  {size}")).collect();
+                    let flags: Vec<String> =
+                        module.pending.iter().map(|size| format!("--sym {}=N", size.symbol)).collect();
+                    if dynamic {
+                        return Err(miette::miette!(
+                            help = format!("give the sizes values to print the rest: {}", flags.join(" ")),
+                            "the data decides sizes of this model, so it is split there and compiled per size \
+                             at run time:\n{}\nkeeping them symbolic would need dims whose size a value computed \
+                             inside the program sets (bounded dynamic dims), which the PJRT plugins do not compile",
+                            sizes.join("\n")
+                        ));
+                    }
+                    eprintln!(
+                        "note: the data decides sizes of this model, so the program is split where they are \
+                         decided. This is its size program, which computes:\n{}\n`ttpu run` runs it, reads the \
+                         sizes back and runs the rest compiled for them; print the rest with {}",
+                        sizes.join("\n"),
+                        flags.join(" ")
+                    );
+                }
                 match emit {
                     Emit::Ir => ttpu_ir::text::print(&module.graph),
                     Emit::Fused => {

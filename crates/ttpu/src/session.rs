@@ -36,8 +36,12 @@ struct ModelInner {
     padding: PaddingVerdicts,
     compiler: Compiler,
     options: CompileOptions,
-    specialisations: Mutex<IndexMap<Vec<i64>, Arc<Specialisation>>>,
+    /// By the symbols' values (input sizes, then sizes the data decided, in the order found).
+    specialisations: Mutex<IndexMap<SizeKey, Arc<Specialisation>>>,
 }
+
+/// The symbols' values a specialisation was imported at, by name.
+type SizeKey = Vec<(String, i64)>;
 
 /// How a symbolic dim's size picks the size that is compiled.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
@@ -123,7 +127,7 @@ impl Model {
     /// The model imported at `symbol_values` (imported once per size set).
     pub(crate) fn specialise(&self, symbol_values: IndexMap<String, i64>) -> Result<Arc<Specialisation>> {
         let inner = &self.inner;
-        let cache_key: Vec<i64> = symbol_values.values().copied().collect();
+        let cache_key: SizeKey = symbol_values.iter().map(|(name, &value)| (name.clone(), value)).collect();
         let mut cache = inner.specialisations.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         if let Some(found) = cache.get(&cache_key) {
             return Ok(found.clone());

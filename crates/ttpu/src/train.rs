@@ -322,6 +322,11 @@ pub fn training_step(joint: &Module, optimizer: &Optimizer) -> Result<Module> {
     if let Some(input) = signature.inputs.iter().find(|input| !input.ty.shape.is_static()) {
         return Err(training_error(format!("training needs static shapes; `{}` is {}", input.key, input.ty)));
     }
+    if let Some(size) = joint.pending.first() {
+        return Err(training_error(format!(
+            "training needs every size before a step runs, and the data decides {size}"
+        )));
+    }
     // Trainable parameters: those with a gradient, in input order.
     let mut trainable: Vec<(usize, usize)> = Vec::new();
     for (input_index, input) in signature.inputs.iter().enumerate() {
@@ -412,7 +417,7 @@ pub fn training_step(joint: &Module, optimizer: &Optimizer) -> Result<Module> {
     }
     let graph: Graph = b.finish(&values);
     ttpu_ir::verify(&graph).map_err(|errors| Error::Internal { pass: "training step", errors })?;
-    Ok(Module { graph, signature: ModelSignature { inputs, outputs } })
+    Ok(Module { graph, signature: ModelSignature { inputs, outputs }, pending: Vec::new() })
 }
 
 fn mutation(key: &str, ty: TensorType) -> ModelOutput {

@@ -87,6 +87,7 @@ pub(crate) fn imported_val(site: &Site, name: &str, imported: &Imported) -> Resu
         Imported::Submodule(_) => {
             Err(site.bad(format!("`{name}` is a submodule; only higher-order ops such as `cond` take one")))
         }
+        Imported::Skipped => Err(site.bad(format!("`{name}` needs a size the data decides, which has no value yet"))),
         Imported::None => Err(site.bad(format!(
             "`{name}` has no value (a check's result, or a non-tensor input whose value the export specialized)"
         ))),

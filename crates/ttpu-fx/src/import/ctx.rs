@@ -34,6 +34,9 @@ pub(crate) enum Imported {
     None,
     /// A submodule of the graph (`self.true_graph_0`), by name: an argument of `torch.cond`.
     Submodule(String),
+    /// Left out of a size program: it needs a size the data decides that has no value yet (see
+    /// [`super::DataSize`]).
+    Skipped,
 }
 
 /// Where errors of the node being imported point.
@@ -101,6 +104,25 @@ pub(crate) struct Cx<'a> {
     /// How the current node's tensor arguments sit in memory, by parameter name (only the ones
     /// that are not contiguous): what `as_strided` and `sym_stride` read.
     pub input_layouts: Vec<(&'static str, super::storage::Layout)>,
+    /// For a node with several results: the annotations of the `getitem` nodes that read them,
+    /// by result index (where one does), the only place the export prints their sizes.
+    pub annotated_elements: Vec<Option<TensorType>>,
+    /// The annotation of a node whose result is a symbolic int (`Sym(u0)`), folded.
+    pub annotated_sym: Option<SymExpr>,
+    /// The symbols of input dims; any other symbol is one the data decides (PyTorch's unbacked
+    /// `u0`, ...), defined by a node such as `nonzero` while the program runs.
+    pub input_symbols: std::collections::HashSet<String>,
+    /// The sizes the data decides that this import computes, for a size program.
+    pub pending: Vec<(super::DataSize, ValueId)>,
+}
+
+/// A size the data decides, as a decomposition sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum DataDim {
+    /// Its value is known (given in `symbol_values`, or printed as a number).
+    Known(i64),
+    /// It has no value yet: this import computes it for a size program, and the node is left out.
+    Pending,
 }
 
 type Built = std::result::Result<ValueId, InferError>;
@@ -132,6 +154,73 @@ pub(crate) fn opmath(dtype: DType) -> DType {
 }
 
 impl Cx<'_> {
+    /// The size the data decides at dim `dim` of the current node's result (`element` of a
+    /// multi-output node, read from the `getitem` that selects it; the first candidate that has an
+    /// annotation decides). A symbol without a value is computed with `count` (an `i64` scalar)
+    /// and recorded for the size program; the caller then leaves the node out.
+    pub(crate) fn data_dim(
+        &mut self,
+        candidates: &[(Option<usize>, usize)],
+        what: &str,
+        count: impl FnOnce(&mut Cx<'_>) -> Result<ValueId>,
+    ) -> Result<DataDim> {
+        let found = candidates.iter().find_map(|&(element, dim)| {
+            let ty = match element {
+                None => self.annotated.as_ref(),
+                Some(index) => self.annotated_elements.get(index).and_then(Option::as_ref),
+            }?;
+            ty.shape.dims().get(dim).cloned()
+        });
+        let Some(dim) = found else {
+            // No result that depends on the size is read: any size builds the same program.
+            return Ok(DataDim::Known(0));
+        };
+        match dim {
+            Dim::Static(size) => Ok(DataDim::Known(size)),
+            Dim::Sym(name) if self.is_data_symbol(&name) => {
+                if !self.pending.iter().any(|(size, _)| size.symbol == name.as_ref()) {
+                    let value = count(self)?;
+                    self.record_pending(&name, what, value)?;
+                }
+                Ok(DataDim::Pending)
+            }
+            other => Err(self.site.dynamic(format!(
+                "{what} is decided by the data, and the export gives it as `{other}`, not as a symbol of its own"
+            ))),
+        }
+    }
+
+    /// Whether `name` is a size the data decides that has no value yet.
+    pub(crate) fn is_data_symbol(&self, name: &str) -> bool {
+        !self.input_symbols.contains(name) && !self.symbol_values.contains_key(name)
+    }
+
+    /// [`Cx::data_dim`] for a number the data decides (`.item()`): the value of symbol `name`,
+    /// or, without one, `value` (an integer scalar) recorded for the size program.
+    pub(crate) fn data_sym(&mut self, name: &str, what: &str, value: ValueId) -> Result<DataDim> {
+        if let Some(&known) = self.symbol_values.get(name) {
+            return Ok(DataDim::Known(known));
+        }
+        if !self.pending.iter().any(|(size, _)| size.symbol == name) {
+            self.record_pending(name, what, value)?;
+        }
+        Ok(DataDim::Pending)
+    }
+
+    /// Records that the size program computes symbol `name` as `value`, at the current node.
+    fn record_pending(&mut self, name: &str, what: &str, value: ValueId) -> Result<()> {
+        let value = self.convert(value, DType::I64)?;
+        let size = super::DataSize {
+            symbol: name.to_string(),
+            node: self.site.node.clone(),
+            op: self.site.op.clone(),
+            what: what.to_string(),
+            at: self.site.location(self.site.span),
+        };
+        self.pending.push((size, value));
+        Ok(())
+    }
+
     /// The size of a host-side table of `factors` entries multiplied out, checked against
     /// [`MAX_TABLE`]: sizes from the input reach an allocation only through here.
     /// A zero factor counts as one: the loops that fill a table run over the other factors even

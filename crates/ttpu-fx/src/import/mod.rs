@@ -111,15 +111,49 @@ pub struct ModelSignature {
 /// An imported model: the IR graph and its signature.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Module {
-    /// The decomposed graph; inputs are the placeholders, outputs the returned values.
+    /// The decomposed graph; inputs are the placeholders, outputs the returned values (or, for a
+    /// size program, the sizes in [`Module::pending`]).
     pub graph: Graph,
-    /// Roles and keys of the graph's inputs and outputs.
+    /// Roles and keys of the graph's inputs and outputs. A size program's signature is still the
+    /// model's (its output types as annotated); only its graph outputs differ.
     pub signature: ModelSignature,
+    /// Empty for a whole program. Otherwise the graph is a *size program*: the model needs sizes
+    /// the data decides (`nonzero`, `.item()`, ...) that [`ImportOptions::symbol_values`] does not
+    /// give, and its outputs are those sizes (`i64` scalars, in this order), computed from the same
+    /// inputs. Importing again with them given continues the program past those nodes.
+    pub pending: Vec<DataSize>,
+}
+
+/// A size the data decides: a symbol (PyTorch's unbacked `u0`) defined by a node such as
+/// `nonzero`, `masked_select`, `unique` or `.item()` (`_local_scalar_dense`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct DataSize {
+    /// The symbol (`u0`).
+    pub symbol: String,
+    /// The node that defines it.
+    pub node: String,
+    /// That node's op.
+    pub op: String,
+    /// What the size is, in words ("the number of nonzero elements").
+    pub what: String,
+    /// Where the node is.
+    pub at: crate::Location,
+}
+
+impl std::fmt::Display for DataSize {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "`{}` ({}) at node `{}` ({}, {})", self.symbol, self.what, self.node, self.op, self.at)
+    }
 }
 
 /// Builds the IR graph of `program`, decomposing every node; see the module docs.
 pub fn import(program: &Program, options: &ImportOptions) -> Result<Module> {
     walk::import(program, options)
+}
+
+/// The symbols `expr` mentions (see [`crate::ast::SymExpr::symbols`]).
+pub(crate) fn sym_symbols(expr: &crate::ast::SymExpr) -> Vec<String> {
+    sym::symbols(expr)
 }
 
 /// Every ATen overload that has a decomposition, sorted.

@@ -79,6 +79,7 @@ pub(crate) fn outputs<'e>(
     inputs: &[ModelInput],
     builder: &mut GraphBuilder,
     lookup: impl Fn(&str) -> Option<&'e Imported>,
+    mut annotated: impl FnMut(&str) -> Result<TensorType>,
 ) -> Result<(Vec<ValueId>, Vec<ModelOutput>)> {
     let specs = &program.signature.outputs;
     if specs.len() != program.outputs.len() {
@@ -110,9 +111,9 @@ pub(crate) fn outputs<'e>(
             builder.constant(Literal::scalar(dtype, scalar))
         };
         let value = match returned {
-            Arg::Int(value) => constant(builder, Scalar::Int(*value)),
-            Arg::Float(value) => constant(builder, Scalar::Float(*value)),
-            Arg::Bool(value) => constant(builder, Scalar::Bool(*value)),
+            Arg::Int(value) => Some(constant(builder, Scalar::Int(*value))),
+            Arg::Float(value) => Some(constant(builder, Scalar::Float(*value))),
+            Arg::Bool(value) => Some(constant(builder, Scalar::Bool(*value))),
             Arg::Name(name, span) => {
                 if *name != spec.name {
                     return Err(error(
@@ -122,9 +123,12 @@ pub(crate) fn outputs<'e>(
                     ));
                 }
                 match lookup(name) {
-                    Some(Imported::Tensor(value)) => *value,
-                    Some(Imported::SymInt(SymExpr::Int(value))) => constant(builder, Scalar::Int(*value)),
-                    Some(Imported::SymBool(Some(value))) => constant(builder, Scalar::Bool(*value)),
+                    Some(Imported::Tensor(value)) => Some(*value),
+                    // Left out of a size program: the output keeps its printed type, and the graph
+                    // returns sizes instead (the caller's business).
+                    Some(Imported::Skipped) => None,
+                    Some(Imported::SymInt(SymExpr::Int(value))) => Some(constant(builder, Scalar::Int(*value))),
+                    Some(Imported::SymBool(Some(value))) => Some(constant(builder, Scalar::Bool(*value))),
                     Some(_) => {
                         return Err(error(
                             program,
@@ -199,8 +203,14 @@ pub(crate) fn outputs<'e>(
                 ));
             }
         };
-        values.push(value);
-        outputs.push(ModelOutput { key, role, ty: builder.ty(value).clone() });
+        let ty = match value {
+            Some(value) => {
+                values.push(value);
+                builder.ty(value).clone()
+            }
+            None => annotated(&spec.name)?,
+        };
+        outputs.push(ModelOutput { key, role, ty });
     }
     Ok((values, outputs))
 }

@@ -4,7 +4,7 @@
 //! compared with the printed annotation, so a wrong decomposition fails at the node that caused it
 //! rather than as a numerical difference at the end.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use ttpu_ir::{GraphBuilder, Loc, SymbolRange, TensorType};
 
@@ -32,9 +32,14 @@ pub(crate) fn import(program: &Program, options: &ImportOptions) -> Result<Modul
             rng_draws: 0,
             annotated: None,
             input_layouts: Vec::new(),
+            annotated_elements: Vec::new(),
+            annotated_sym: None,
+            input_symbols: HashSet::new(),
+            pending: Vec::new(),
         },
         program,
         env: HashMap::new(),
+        element_types: element_types(&program.nodes),
         layouts: HashMap::new(),
         scope: &program.submodules,
     };
@@ -44,19 +49,89 @@ pub(crate) fn import(program: &Program, options: &ImportOptions) -> Result<Modul
     for node in &program.nodes {
         walk.node(node)?;
     }
+    let mut left_out = HashMap::new();
+    for returned in &program.outputs {
+        if let Arg::Name(name, _) = returned
+            && walk.env.get(name) == Some(&Imported::Skipped)
+        {
+            left_out.insert(name.clone(), walk_annotation(program, &mut walk.cx, name));
+        }
+    }
     let env = &walk.env;
-    let (values, outputs) = signature::outputs(program, &inputs, &mut walk.cx.b, |name| env.get(name))?;
+    let mut annotated = |name: &str| {
+        left_out.remove(name).unwrap_or_else(|| Err(walk.cx.site.bad(format!("output `{name}` has no value"))))
+    };
+    let (values, outputs) = signature::outputs(program, &inputs, &mut walk.cx.b, |name| env.get(name), &mut annotated)?;
+    let pending = std::mem::take(&mut walk.cx.pending);
+    let values = if pending.is_empty() {
+        values
+    } else {
+        // A size program: it returns the sizes the data decides, and the rest waits for them.
+        pending.iter().map(|(_, value)| *value).collect()
+    };
     let mut graph = walk.cx.b.finish(&values);
     // Multi-output ops build every result (layer norm's mean and rstd, pooling indices); drop the
     // ones nothing uses so the graph holds only what the model computes.
     graph.compact();
-    Ok(Module { graph, signature: super::ModelSignature { inputs, outputs } })
+    Ok(Module {
+        graph,
+        signature: super::ModelSignature { inputs, outputs },
+        pending: pending.into_iter().map(|(size, _)| size).collect(),
+    })
+}
+
+/// The printed type of output `name` that a size program leaves out. A dim the IR cannot hold
+/// (`Min(8, u0)`) stays as its text: only the dtype and rank of such an output are read before
+/// the sizes have values.
+fn walk_annotation(program: &Program, cx: &mut Cx<'_>, name: &str) -> Result<TensorType> {
+    let node = program.nodes.iter().find(|node| node.name == name);
+    let Some(Node { ty: Some(FxType::Tensor { dtype, dims }), .. }) = node else {
+        return Err(cx.bad(format!("output `{name}` is left out of a size program and has no tensor annotation")));
+    };
+    let shape = dims
+        .iter()
+        .map(|dim| {
+            let folded = sym::fold(dim, cx.symbol_values);
+            cx.intern_dim(&folded)
+                .unwrap_or_else(|| ttpu_ir::Dim::Sym(std::sync::Arc::from(sym::Show(&folded).to_string())))
+        })
+        .collect();
+    Ok(TensorType::new(*dtype, shape))
+}
+
+/// For each node, the annotations of the `getitem` nodes that select its results, by index.
+fn element_types(nodes: &[Node]) -> HashMap<String, Vec<(i64, FxType)>> {
+    let mut res: HashMap<String, Vec<(i64, FxType)>> = HashMap::new();
+    for node in nodes {
+        let Some(ty @ FxType::Tensor { .. }) = &node.ty else { continue };
+        let (base, index) = match &node.expr {
+            Expr::Index { base, index } => (base, *index),
+            Expr::Call { target, args, .. } if target == "operator.getitem" => match args.as_slice() {
+                [Arg::Name(base, _), Arg::Int(index)] => (base, *index),
+                _ => continue,
+            },
+            _ => continue,
+        };
+        res.entry(base.clone()).or_default().push((index, ty.clone()));
+    }
+    res
+}
+
+/// Whether `arg` names a node left out of a size program.
+fn reads_skipped(env: &HashMap<String, Imported>, arg: &Arg) -> bool {
+    match arg {
+        Arg::Name(name, _) => matches!(env.get(name), Some(Imported::Skipped)),
+        Arg::List(items) | Arg::Tuple(items) => items.iter().any(|item| reads_skipped(env, item)),
+        _ => false,
+    }
 }
 
 struct Walk<'a> {
     cx: Cx<'a>,
     program: &'a Program,
     env: HashMap<String, Imported>,
+    /// The annotations of `getitem` nodes, by the node they select from (see [`element_types`]).
+    element_types: HashMap<String, Vec<(i64, FxType)>>,
     /// How each node's result sits in memory, by node name, where it is not contiguous.
     layouts: HashMap<String, Layout>,
     /// The submodules the graph being imported can read (`self.NAME`).
@@ -71,10 +146,20 @@ impl<'a> Walk<'a> {
     /// Declares the symbols that stay symbolic and checks the values given for the others.
     fn symbols(&mut self) -> Result<()> {
         let values = self.cx.symbol_values;
+        let mut from_inputs = HashSet::new();
+        for placeholder in &self.program.placeholders {
+            if let FxType::Tensor { dims, .. } = &placeholder.ty {
+                from_inputs.extend(dims.iter().flat_map(sym::symbols));
+            }
+        }
         for (name, &value) in values {
             let Some(constraint) =
                 self.program.range_constraints.iter().find(|rc| rc.derived.is_none() && &rc.symbol == name)
             else {
+                if !from_inputs.contains(name) && self.annotations_mention(name) {
+                    // A size the data decides that the export gave no range.
+                    continue;
+                }
                 // No constraint to point at: point at the first one, or the top of the file.
                 let span = self.program.range_constraints.first().map(|rc| rc.span).unwrap_or_default();
                 return Err(Error::Signature {
@@ -113,7 +198,24 @@ impl<'a> Walk<'a> {
                 self.cx.b.graph_mut().symbols.declare(&constraint.symbol, range);
             }
         }
+        // A symbol in no input's type is one the data decides (PyTorch's unbacked `u0`): a node
+        // such as `nonzero` or `.item()` defines it while the program runs.
+        self.cx.input_symbols = from_inputs;
         Ok(())
+    }
+
+    /// Whether any node's annotation mentions `symbol`.
+    fn annotations_mention(&self, symbol: &str) -> bool {
+        let mention = |nodes: &[Node]| {
+            nodes.iter().any(|node| match &node.ty {
+                Some(FxType::Tensor { dims, .. }) => {
+                    dims.iter().any(|dim| sym::symbols(dim).iter().any(|s| s == symbol))
+                }
+                Some(FxType::SymInt(expr)) => sym::symbols(expr).iter().any(|s| s == symbol),
+                _ => false,
+            })
+        };
+        mention(&self.program.nodes) || self.program.submodules.iter().any(|submodule| mention(&submodule.nodes))
     }
 
     /// The IR type of an annotation; compound dims need symbol values.
@@ -204,6 +306,21 @@ impl<'a> Walk<'a> {
 
     /// Decomposes one node and records its result.
     fn node(&mut self, node: &Node) -> Result<()> {
+        // A node that reads one left out of a size program is left out too.
+        let skipped = match &node.expr {
+            Expr::Call { args, kwargs, .. } => {
+                args.iter().chain(kwargs.iter().map(|(_, arg)| arg)).any(|arg| reads_skipped(&self.env, arg))
+            }
+            Expr::Index { base, .. } | Expr::Alias { source: base } => {
+                matches!(self.env.get(base), Some(Imported::Skipped))
+            }
+            Expr::SymBinary { lhs, rhs, .. } => reads_skipped(&self.env, lhs) || reads_skipped(&self.env, rhs),
+            Expr::Attr { .. } => false,
+        };
+        if skipped {
+            self.env.insert(node.name.clone(), Imported::Skipped);
+            return Ok(());
+        }
         let (op, span) = match &node.expr {
             Expr::Call { target, target_span, .. } => (target.clone(), *target_span),
             Expr::Index { .. } => ("operator.getitem".to_string(), node.span),
@@ -232,6 +349,25 @@ impl<'a> Walk<'a> {
             Some(Annotated::Tensor(ty)) => Some(ty.clone()),
             _ => None,
         };
+        self.cx.annotated_sym = match &annotated {
+            Some(Annotated::SymInt(expr)) => Some(expr.clone()),
+            _ => None,
+        };
+        self.cx.annotated_elements.clear();
+        if let Some(elements) = self.element_types.get(&node.name) {
+            for (index, ty) in elements.clone() {
+                let FxType::Tensor { dtype, dims } = ty else { continue };
+                let Ok(index) = usize::try_from(index) else { continue };
+                // An element whose type the IR cannot hold is simply not read from.
+                let Ok(ty) = self.tensor_type(dtype, &dims, "an element", node.span) else { continue };
+                if self.cx.annotated_elements.len() <= index {
+                    self.cx.annotated_elements.resize(index.saturating_add(1).min(1 << 16), None);
+                }
+                if let Some(slot) = self.cx.annotated_elements.get_mut(index) {
+                    *slot = Some(ty);
+                }
+            }
+        }
         let mut layout = Layout::Contiguous;
         let value = match &node.expr {
             Expr::Call { target, args, kwargs, target_span } => {
@@ -272,7 +408,9 @@ impl<'a> Walk<'a> {
                 }
             }
         };
-        if let Some(annotated) = annotated {
+        if let Some(annotated) = annotated
+            && value != Imported::Skipped
+        {
             self.check(node, &op, &value, annotated)?;
         }
         let mut results = vec![&value];
@@ -506,6 +644,7 @@ impl<'a> Walk<'a> {
         let env =
             submodule.placeholders.iter().map(|placeholder| placeholder.name.clone()).zip(operands.iter().cloned());
         let outer_env = std::mem::replace(&mut self.env, env.collect());
+        let outer_elements = std::mem::replace(&mut self.element_types, element_types(&submodule.nodes));
         // A branch's names are its own; its inputs' layouts are not tracked across the call.
         let layouts = submodule.placeholders.iter().map(|placeholder| {
             let reason = "it is an operand of `cond`, whose layout is not tracked into the branch";
@@ -516,6 +655,7 @@ impl<'a> Walk<'a> {
         let (outer_site, outer_loc) = (self.cx.site.clone(), self.cx.b.loc().clone());
         let result = self.subgraph_body(submodule);
         self.env = outer_env;
+        self.element_types = outer_elements;
         self.layouts = outer_layouts;
         self.scope = outer_scope;
         if result.is_ok() {
@@ -580,6 +720,7 @@ impl<'a> Walk<'a> {
             (Imported::SymBool(_), _) => "a symbolic bool".to_string(),
             (Imported::None, _) => "nothing".to_string(),
             (Imported::Submodule(name), _) => format!("the submodule `{name}`"),
+            (Imported::Skipped, _) => return Ok(()),
         };
         let annotated = match annotated {
             Annotated::Tensor(ty) => ty.to_string(),

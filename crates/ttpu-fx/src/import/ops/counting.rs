@@ -8,7 +8,7 @@ use super::elementwise::tensor;
 use super::index::scatter_points;
 use crate::error::Result;
 use crate::import::args::Args;
-use crate::import::ctx::{Cx, Imported};
+use crate::import::ctx::{Cx, DataDim, Imported};
 
 /// `histc(self, bins, min, max)`: counts of the elements in `bins` equal-width bins over
 /// `[min, max]` (the data's own extremes when `min == max`, widened by one each way if those are
@@ -86,8 +86,8 @@ pub(super) fn histc(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
 }
 
 /// `repeat_interleave.Tensor(repeats, *, output_size)`: `i` repeated `repeats[i]` times, in order.
-/// The length is the sum of `repeats`, which the data decides: it must be given as `output_size`
-/// (what `torch.export` records when the model passes it) or be static in the node's annotation.
+/// The length is the sum of `repeats`: `output_size` when the model passes it, else a size the
+/// data decides (see `data.rs`).
 /// Output position `p` holds the number of running totals of `repeats` that are at most `p`.
 pub(super) fn repeat_interleave(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let repeats = args.tensor("repeats")?;
@@ -95,15 +95,12 @@ pub(super) fn repeat_interleave(cx: &mut Cx<'_>, args: &Args) -> Result<Imported
     if cx.rank(repeats) > 1 || !matches!(dtype, DType::I64 | DType::I32) {
         return Err(cx.bad(format!("repeats must be a rank-0 or rank-1 integer tensor, found {}", cx.ty(repeats))));
     }
-    let annotated = cx.annotated.as_ref().and_then(|ty| ty.shape.as_static()).and_then(|dims| dims.first().copied());
     let length = match args.opt_int("output_size")? {
         Some(size) => size,
-        None => annotated.ok_or_else(|| {
-            cx.bad(
-                "the result's length is the sum of `repeats`, which the data decides; pass `output_size` \
-                 (torch.repeat_interleave(..., output_size=N)) so the export records it",
-            )
-        })?,
+        None => match super::data::repeat_length(cx, repeats)? {
+            DataDim::Known(length) => length,
+            DataDim::Pending => return Ok(Imported::Skipped),
+        },
     };
     if length < 0 {
         return Err(cx.bad(format!("output_size must be non-negative, found {length}")));

@@ -20,7 +20,7 @@ use ttpu_ir::{
 use super::elementwise::{tensor, to_bool};
 use crate::error::Result;
 use crate::import::args::{Args, Val};
-use crate::import::ctx::{Cx, Imported};
+use crate::import::ctx::{Cx, DataDim, Imported};
 
 /// `iota` of `shape` counting along `dim`, in `i64`.
 pub(super) fn iota(cx: &mut Cx<'_>, shape: &Shape, dim: usize) -> Result<ValueId> {
@@ -82,7 +82,7 @@ pub(super) fn stack_last(cx: &mut Cx<'_>, parts: &[ValueId]) -> Result<ValueId> 
 }
 
 /// `x[points[..., 0], ..., points[..., k-1], :, ...]`: shape `B + x.shape[k..]`.
-fn gather_points(cx: &mut Cx<'_>, x: ValueId, points: ValueId) -> Result<ValueId> {
+pub(super) fn gather_points(cx: &mut Cx<'_>, x: ValueId, points: ValueId) -> Result<ValueId> {
     let batch = cx.rank(points) - 1;
     let k = cx.static_dim(points, batch, "gathering")? as usize;
     // The indexed dims may be symbolic (slices of them are one element); the rest are taken
@@ -293,7 +293,7 @@ fn single_mask(cx: &Cx<'_>, args: &Args) -> Result<Option<(usize, ValueId)>> {
 }
 
 /// A `u8` mask as the bool mask PyTorch reads it as.
-fn as_bool_mask(cx: &mut Cx<'_>, mask: ValueId) -> Result<ValueId> {
+pub(super) fn as_bool_mask(cx: &mut Cx<'_>, mask: ValueId) -> Result<ValueId> {
     if cx.dtype(mask) == DType::Bool {
         return Ok(mask);
     }
@@ -303,7 +303,7 @@ fn as_bool_mask(cx: &mut Cx<'_>, mask: ValueId) -> Result<ValueId> {
 
 /// The mask flattened to `[positions]`, and how many positions up to and including each one are
 /// selected (an inclusive running count, as an `i64` window sum over all earlier positions).
-fn running_count(cx: &mut Cx<'_>, mask: ValueId, positions: i64) -> Result<(ValueId, ValueId)> {
+pub(super) fn running_count(cx: &mut Cx<'_>, mask: ValueId, positions: i64) -> Result<(ValueId, ValueId)> {
     let flat_mask = cx.reshape(mask, Shape::from_static(&[positions]))?;
     let ones = cx.convert(flat_mask, DType::I64)?;
     let window = ttpu_ir::Window {
@@ -386,39 +386,31 @@ fn masked_put(
     cx.select(wide_mask, taken, x)
 }
 
-/// `x[..., mask, ...]`: the selected positions of the mask's dims in row-major order. How many
-/// there are depends on the data; `torch.export` records the count it traced with (and asserts it
-/// in the graph), so the count is read from the node's annotated type, and the program is exact
-/// for inputs with that count, as the exported program itself requires.
-fn masked_index(cx: &mut Cx<'_>, x: ValueId, dim: usize, mask: ValueId) -> Result<ValueId> {
+/// `x[..., mask, ...]` with one bool mask covering dims `dim..dim + m`: how many positions it
+/// selects is decided by the data, so it is a size the import reads from `symbol_values` (a size
+/// program computes it first; see [`crate::DataSize`]), or a number the export printed. `None`
+/// when the size has no value yet (the node is left out of the size program).
+fn masked_index(cx: &mut Cx<'_>, x: ValueId, dim: usize, mask: ValueId) -> Result<Option<ValueId>> {
     let shape = cx.static_dims(x, "indexing with a mask")?;
     let mask_shape = cx.static_dims(mask, "indexing with a mask")?;
     let m = mask_shape.len();
     if dim + m > shape.len() || shape[dim..dim + m] != mask_shape[..] {
         return Err(cx.bad(format!("the mask {} does not match dims {dim}.. of {}", cx.ty(mask), cx.ty(x))));
     }
-    let count = match cx.annotated.as_ref().and_then(|ty| ty.shape.dims().get(dim)).and_then(ttpu_ir::Dim::as_static) {
-        Some(count) => count,
-        None => {
-            return Err(cx.site.dynamic(
-                "indexing with a bool mask selects a data-dependent number of elements, and the export did not \
-                 record it as a size",
-            ));
-        }
-    };
     let mask = as_bool_mask(cx, mask)?;
+    let count =
+        match cx.data_dim(&[(None, dim)], "the number of elements the mask selects", |cx| true_count(cx, mask))? {
+            DataDim::Known(count) => count,
+            DataDim::Pending => return Ok(None),
+        };
     let (pre, post) = (&shape[..dim], &shape[dim + m..]);
     let positions: i64 = mask_shape.iter().product();
-    // Selected position `p` goes to slot `running(p) - 1`; the others to `count`, out of range,
-    // which the scatter drops.
-    let (flat_mask, running) = running_count(cx, mask, positions)?;
-    let slot = cx.binary_scalar(BinaryOp::Subtract, running, Scalar::Int(1))?;
-    let nowhere = cx.splat(DType::I64, Scalar::Int(count), &Shape::from_static(&[positions]))?;
-    let slot = cx.select(flat_mask, slot, nowhere)?;
-    let slot = cx.reshape(slot, Shape::from_static(&[positions, 1]))?;
-    let flat_positions = iota(cx, &Shape::from_static(&[positions]), 0)?;
-    let empty = cx.splat(DType::I64, Scalar::Int(0), &Shape::from_static(&[count]))?;
-    let chosen = scatter_points(cx, empty, slot, flat_positions, ScatterKind::Replace)?;
+    if count == 0 {
+        // Nothing selected (and a gather from an empty tensor is no gather at all).
+        let out: Vec<i64> = pre.iter().copied().chain([0]).chain(post.iter().copied()).collect();
+        return Ok(Some(cx.splat(cx.dtype(x), Scalar::Int(0), &Shape::from_static(&out))?));
+    }
+    let chosen = selected_positions(cx, mask, count)?;
     // Take those positions along the flattened mask dims.
     let mut flat: Vec<i64> = pre.to_vec();
     flat.push(positions);
@@ -429,7 +421,30 @@ fn masked_index(cx: &mut Cx<'_>, x: ValueId, dim: usize, mask: ValueId) -> Resul
     out.extend_from_slice(post);
     let chosen = cx.broadcast_in_dim(chosen, &[pre.len() as i64], Shape::from_static(&out))?;
     let points = along_dim_points(cx, chosen, pre.len(), positions)?;
-    gather_points(cx, flat_x, points)
+    Ok(Some(gather_points(cx, flat_x, points)?))
+}
+
+/// How many elements of the bool `mask` are true, as an `i64` scalar.
+pub(super) fn true_count(cx: &mut Cx<'_>, mask: ValueId) -> Result<ValueId> {
+    let ones = cx.convert(mask, DType::I64)?;
+    let dims: Vec<usize> = (0..cx.rank(ones)).collect();
+    cx.reduce(ones, ReduceKind::Sum, &dims)
+}
+
+/// The flat (row-major) positions of the true elements of the bool `mask`, in order: `[count]`
+/// `i64`, where `count` is how many there are. Selected position `p` goes to slot `running(p) - 1`;
+/// the others to `count`, out of range, which the scatter drops. Slots past the true count (when
+/// `count` is larger, as `nonzero_static` asks) hold `positions`.
+pub(super) fn selected_positions(cx: &mut Cx<'_>, mask: ValueId, count: i64) -> Result<ValueId> {
+    let positions = cx.static_dims(mask, "selecting")?.iter().product::<i64>();
+    let (flat_mask, running) = running_count(cx, mask, positions)?;
+    let slot = cx.binary_scalar(BinaryOp::Subtract, running, Scalar::Int(1))?;
+    let nowhere = cx.splat(DType::I64, Scalar::Int(count), &Shape::from_static(&[positions]))?;
+    let slot = cx.select(flat_mask, slot, nowhere)?;
+    let slot = cx.reshape(slot, Shape::from_static(&[positions, 1]))?;
+    let flat_positions = iota(cx, &Shape::from_static(&[positions]), 0)?;
+    let empty = cx.splat(DType::I64, Scalar::Int(positions), &Shape::from_static(&[count]))?;
+    scatter_points(cx, empty, slot, flat_positions, ScatterKind::Replace)
 }
 
 /// The layout of an advanced-indexing result.
@@ -479,7 +494,7 @@ fn batch_to_position(rank: usize, batch: usize, position: usize) -> Vec<i64> {
 pub(super) fn index(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let x = args.tensor("self")?;
     if let Some((dim, mask)) = single_mask(cx, args)? {
-        return tensor(masked_index(cx, x, dim, mask)?);
+        return Ok(masked_index(cx, x, dim, mask)?.map_or(Imported::Skipped, Imported::Tensor));
     }
     let indices = index_list(cx, args, cx.rank(x))?;
     let adv = advanced(cx, x, &indices)?;
@@ -659,7 +674,7 @@ pub(super) fn masked_scatter(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
 }
 
 /// Sorts the last dim of `x`: (values, indices). Stable; NaN is the largest value.
-fn sort_last(cx: &mut Cx<'_>, x: ValueId, descending: bool) -> Result<(ValueId, ValueId)> {
+pub(super) fn sort_last(cx: &mut Cx<'_>, x: ValueId, descending: bool) -> Result<(ValueId, ValueId)> {
     let rank = cx.rank(x);
     let n = cx.static_dim(x, rank - 1, "sort")?;
     let keys = if cx.dtype(x).is_bool() { cx.convert(x, DType::I32)? } else { x };

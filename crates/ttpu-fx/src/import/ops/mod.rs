@@ -10,6 +10,7 @@ mod backward;
 mod complex;
 mod counting;
 mod creation;
+mod data;
 mod elementwise;
 mod index;
 mod layout;
@@ -198,6 +199,8 @@ pub(crate) static TABLE: &[OpDef] = &[
     // ---- linear algebra ----
     def("aten.mm.default", "self, mat2", nn::mm),
     def("aten.bmm.default", "self, mat2", nn::bmm),
+    def("aten._grouped_mm.default", "self, mat2, offs, bias, out_dtype", nn::grouped_mm),
+    def("transformers.grouped_mm_fallback.default", "input, weight, offs", nn::grouped_mm_fallback),
     def("aten.addmm.default", "self, mat1, mat2, *, beta, alpha", nn::addmm),
     def("aten.baddbmm.default", "self, batch1, batch2, *, beta, alpha", nn::baddbmm),
     // ---- normalisation, convolution, pooling, embedding ----
@@ -404,6 +407,21 @@ pub(crate) static TABLE: &[OpDef] = &[
     def("aten.index_select.default", "self, dim, index", layout::index_select),
     def("aten.histc.default", "self, bins, min, max", counting::histc),
     def("aten.repeat_interleave.Tensor", "repeats, *, output_size", counting::repeat_interleave),
+    def("aten.nonzero.default", "self", data::nonzero),
+    def("aten.nonzero_static.default", "self, *, size, fill_value", data::nonzero_static),
+    def("aten.masked_select.default", "self, mask", data::masked_select),
+    def("aten._unique.default", "self, sorted, return_inverse", data::unique),
+    def("aten._unique2.default", "self, sorted, return_inverse, return_counts", data::unique2),
+    def("aten.unique_dim.default", "self, dim, sorted, return_inverse, return_counts", data::unique_dim),
+    def("aten.unique_consecutive.default", "self, return_inverse, return_counts, dim", data::unique_consecutive),
+    def(
+        "aten.unique_dim_consecutive.default",
+        "self, dim, return_inverse, return_counts",
+        data::unique_dim_consecutive,
+    ),
+    def("aten.bincount.default", "self, weights, minlength", data::bincount),
+    def("aten._local_scalar_dense.default", "self", data::local_scalar_dense),
+    def("aten.item.default", "self", data::local_scalar_dense),
     def("aten.repeat.default", "self, repeats", layout::repeat),
     def("aten.triu.default", "self, diagonal", |cx, a| layout::triangle(cx, a, true)),
     def("aten.tril.default", "self, diagonal", |cx, a| layout::triangle(cx, a, false)),
@@ -613,7 +631,7 @@ mod tests {
             assert!(seen.insert(def.name), "{} is listed twice", def.name);
             assert_eq!(def.name.split('.').count(), 3, "{} is not `namespace.op.overload`", def.name);
             assert!(
-                ["aten.", "prims.", "quantized_decomposed."].iter().any(|namespace| def.name.starts_with(namespace)),
+                ["aten.", "prims.", "quantized_decomposed.", "transformers."].iter().any(|namespace| def.name.starts_with(namespace)),
                 "{}",
                 def.name
             );

@@ -207,6 +207,86 @@ pub(super) fn mm(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     tensor(cx.convert(result, dtype)?)
 }
 
+/// `transformers.grouped_mm_fallback(input, weight, offs)`: the grouped matmul of Hugging Face's
+/// mixture-of-experts layers. See [`grouped_product`].
+pub(super) fn grouped_mm_fallback(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let (input, weight, offs) = (args.tensor("input")?, args.tensor("weight")?, args.tensor("offs")?);
+    tensor(grouped_product(cx, input, weight, offs)?)
+}
+
+/// `_grouped_mm(self, mat2, offs, bias, out_dtype)`, the 2-D by 3-D form with offsets (the one
+/// mixture-of-experts layers use), without a bias or another output dtype.
+pub(super) fn grouped_mm(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let (input, weight) = (args.tensor("self")?, args.tensor("mat2")?);
+    let Some(offs) = args.opt_tensor("offs")? else {
+        return Err(cx.bad("only the form with `offs` (a 2-D input by a 3-D weight) is supported"));
+    };
+    if args.opt_tensor("bias")?.is_some() {
+        return Err(cx.bad("a bias is not supported"));
+    }
+    if let Some(dtype) = args.opt_dtype("out_dtype")?
+        && dtype != cx.dtype(input)
+    {
+        return Err(cx.bad(format!("out_dtype {dtype} differs from the operands' dtype {}", cx.dtype(input))));
+    }
+    tensor(grouped_product(cx, input, weight, offs)?)
+}
+
+/// Row `s` of `input` (`[S, K]`) times `weight[g]` (`weight` is `[E, K, N]`), where `g` is the
+/// first group with `s < offs[g]` (`offs` holds the groups' running end rows); rows at or past the
+/// last end stay zero, as in the reference loop. Every group's product is computed for every row
+/// and each row takes its own group's (a gather), so no shape depends on the offsets.
+fn grouped_product(cx: &mut Cx<'_>, input: ValueId, weight: ValueId, offs: ValueId) -> Result<ValueId> {
+    let (input_dims, weight_dims) =
+        (cx.static_dims(input, "a grouped matmul")?, cx.static_dims(weight, "a grouped matmul")?);
+    let (&[rows, k], &[groups, k2, n]) = (&input_dims[..], &weight_dims[..]) else {
+        return Err(cx.bad(format!(
+            "expects a 2-D input and a 3-D weight, found {} and {}",
+            cx.ty(input),
+            cx.ty(weight)
+        )));
+    };
+    let dtype = cx.dtype(input);
+    if k != k2 || cx.dtype(weight) != dtype || !dtype.is_float() {
+        return Err(cx.bad(format!("input {} does not fit weight {}", cx.ty(input), cx.ty(weight))));
+    }
+    if cx.shape(offs).as_static().as_deref() != Some(&[groups][..]) || !cx.dtype(offs).is_integer() {
+        return Err(cx.bad(format!("offs must be {groups} integer group ends, found {}", cx.ty(offs))));
+    }
+    let compute = opmath(dtype);
+    let lhs = cx.convert(input, compute)?;
+    let rhs = cx.convert(weight, compute)?;
+    // [S, E, N]: every row times every group's weight.
+    let every = cx.dot_general(
+        lhs,
+        rhs,
+        DotDims {
+            lhs_contracting: [1].into_iter().collect(),
+            rhs_contracting: [1].into_iter().collect(),
+            ..DotDims::default()
+        },
+    )?;
+    let grid = Shape::from_static(&[rows, groups]);
+    let ends = cx.convert(offs, DType::I64)?;
+    let ends = cx.broadcast_in_dim(ends, &[1], grid.clone())?;
+    let built = cx.b.iota(ttpu_ir::TensorType::new(DType::I64, grid), 0);
+    let row = cx.ok(built)?;
+    let passed = cx.compare(CompareDirection::Le, ends, row)?;
+    let passed = cx.convert(passed, DType::I64)?;
+    let group = cx.reduce(passed, ReduceKind::Sum, &[1])?;
+    let last = cx.splat(DType::I64, Scalar::Int(groups - 1), &Shape::from_static(&[rows]))?;
+    let valid = cx.compare(CompareDirection::Le, group, last)?;
+    let clamped = cx.binary(BinaryOp::Minimum, group, last)?;
+    let built = cx.b.iota(ttpu_ir::TensorType::new(DType::I64, Shape::from_static(&[rows])), 0);
+    let row_index = cx.ok(built)?;
+    let points = super::index::stack_last(cx, &[row_index, clamped])?;
+    let picked = super::index::gather_points(cx, every, points)?;
+    let valid = cx.broadcast_in_dim(valid, &[0], Shape::from_static(&[rows, n]))?;
+    let zero = cx.splat(compute, Scalar::Int(0), &Shape::from_static(&[rows, n]))?;
+    let out = cx.select(valid, picked, zero)?;
+    cx.convert(out, dtype)
+}
+
 /// `bmm(self, mat2)`.
 pub(super) fn bmm(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let (result, dtype) = product(cx, args.tensor("self")?, args.tensor("mat2")?, true)?;

@@ -52,31 +52,21 @@ pub(crate) static NOTES: &[(&str, Note)] = &[
     ("aten._fft_r2c.default", Note::Partial(FFT)),
     (
         "aten._local_scalar_dense.default",
-        Note::Unsupported(
-            "it reads a tensor's value back to the host (`.item()`), which a compiled program cannot do; \
-             compute with the tensor instead",
+        Note::Partial(
+            "integer values (`.item()` of an integer tensor): a number the data decides, read back by a size \
+             program before the rest of the program compiles for it (see docs/fx-format.md); the value of a \
+             float or bool tensor is refused",
         ),
     ),
     (
-        "aten.index.Tensor",
-        Note::Partial(
-            "a bool or uint8 mask selects as many elements as the export recorded in the node's type (the \
-             exported graph asserts that count at run time; ttpu trusts it); a count the export left \
-             symbolic is refused",
-        ),
+        "aten.item.default",
+        Note::Partial("as `_local_scalar_dense`: integer values only; a float or bool value is refused"),
     ),
     (
         "aten.native_dropout.default",
         Note::Partial(
             "train=True draws the mask with the seeded generator (see Random numbers): PyTorch's \
              distribution, not its numbers, fixed at compile time; eval mode is exact",
-        ),
-    ),
-    (
-        "aten.nonzero.default",
-        Note::Unsupported(
-            "its result shape depends on the data, and every IR shape is known at compile time; \
-             use a mask (`where`) instead",
         ),
     ),
     ("aten.rand.default", Note::Partial(RANDOM)),
