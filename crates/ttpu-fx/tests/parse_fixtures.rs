@@ -71,6 +71,7 @@ fn every_fixture_parses_with_matching_counts() {
         ("hf_falcon", (24, 202, 1)),
         ("hf_gemma", (26, 261, 1)),
         ("hf_gpt2", (31, 162, 1)),
+        ("hf_gpt2_dynamic", (31, 166, 1)),
         ("hf_gpt_neox", (32, 194, 1)),
         ("hf_llama", (25, 256, 1)),
         ("hf_llama_dynamic", (25, 260, 1)),

@@ -175,6 +175,40 @@ impl DimExpr {
         })
     }
 
+    /// `q` with `self == symbol * q` and `symbol` nowhere in `q`, when there is one: every term
+    /// holds the symbol once, outside any floor-division or modulo (`s0*s1 + s0` is `s0 * (s1 + 1)`).
+    pub fn factor_out(&self, symbol: &str) -> Option<DimExpr> {
+        let mut terms = Vec::with_capacity(self.terms.len());
+        for (monomial, coefficient) in &self.terms {
+            let position =
+                monomial.iter().position(|(atom, _)| matches!(atom, Atom::Sym(name) if name.as_ref() == symbol))?;
+            if monomial[position].1 != 1 {
+                return None;
+            }
+            let mut rest = monomial.clone();
+            rest.remove(position);
+            terms.push((rest, *coefficient));
+        }
+        let quotient = DimExpr::try_from_terms(terms)?;
+        (!self.terms.is_empty() && !quotient.symbols().iter().any(|name| name.as_ref() == symbol)).then_some(quotient)
+    }
+
+    /// `(a, rest)` with `self == a * symbol + rest`, `a != 0` and `symbol` nowhere in `rest`, when
+    /// the expression is linear in the symbol (`2*s6`, `s0 + 2*s1 - 1`): a size that solves for it.
+    pub fn linear_in(&self, symbol: &str) -> Option<(i64, DimExpr)> {
+        let mut coefficient = None;
+        let mut rest = Vec::with_capacity(self.terms.len());
+        for (monomial, value) in &self.terms {
+            match monomial.as_slice() {
+                [(Atom::Sym(name), 1)] if name.as_ref() == symbol => coefficient = Some(*value),
+                _ => rest.push((monomial.clone(), *value)),
+            }
+        }
+        let rest = DimExpr::try_from_terms(rest)?;
+        let coefficient = coefficient.filter(|&value| value != 0)?;
+        (!rest.symbols().iter().any(|name| name.as_ref() == symbol)).then_some((coefficient, rest))
+    }
+
     /// The symbols named anywhere in the expression, sorted, each once.
     pub fn symbols(&self) -> Vec<Arc<str>> {
         let mut out = Vec::new();

@@ -40,13 +40,25 @@ pub fn padding_verdicts(graph: &Graph) -> PaddingVerdicts {
         .collect()
 }
 
-/// Dims of `ty` that carry `symbol`.
+/// The rest of `dim` when `symbol` leads it: `dim` is `symbol * rest` (`1` for the symbol
+/// itself). Such a dim, from a reshape that merges the symbol's dim with the dims inside it
+/// (`[s0, s1, 8]` to `[s0*s1, 8]`), holds the symbol's positions as blocks of `rest`, in order:
+/// padding the symbol appends whole blocks at its end, like padding a dim of its own.
+fn led_by(dim: &Dim, symbol: &str) -> Option<Dim> {
+    match dim {
+        Dim::Sym(name) if name.as_ref() == symbol => Some(Dim::Static(1)),
+        Dim::Expr(expr) => Some(expr.factor_out(symbol)?.into_dim()),
+        _ => None,
+    }
+}
+
+/// Dims of `ty` that carry `symbol` (the symbol itself, or a size it leads).
 fn dims_with(ty: &TensorType, symbol: &str) -> Vec<i64> {
     ty.shape
         .dims()
         .iter()
         .enumerate()
-        .filter(|(_, dim)| matches!(dim, Dim::Sym(name) if name.as_ref() == symbol))
+        .filter(|(_, dim)| led_by(dim, symbol).is_some())
         .map(|(index, _)| index as i64)
         .collect()
 }
@@ -62,7 +74,11 @@ fn mixing_reason(graph: &Graph, node: &Node, symbol: &str) -> Option<String> {
     // positions along it are not the symbol's own positions any more.
     let compound = node.operands.iter().chain(&node.results).find_map(|&value| {
         graph.ty(value).shape.dims().iter().find_map(|dim| match dim {
-            Dim::Expr(expr) if expr.symbols().iter().any(|name| name.as_ref() == symbol) => Some(expr.clone()),
+            Dim::Expr(expr)
+                if expr.symbols().iter().any(|name| name.as_ref() == symbol) && expr.factor_out(symbol).is_none() =>
+            {
+                Some(expr.clone())
+            }
             _ => None,
         })
     });
@@ -107,12 +123,20 @@ fn mixing_reason(graph: &Graph, node: &Node, symbol: &str) -> Option<String> {
         }
         // Random bits depend on the whole shape (its shape is static, so this is never reached).
         // Collectives move data between replicas by position.
-        Op::Slice { .. }
-        | Op::Concatenate(_)
-        | Op::Pad { .. }
-        | Op::Scatter(_)
-        | Op::RngBitGenerator { .. }
-        | Op::Collective(_) => true,
+        // Along other dims these move nothing along the symbol; a whole-dim slice is the identity.
+        Op::Slice { start, limit, strides } => {
+            let dims = graph.ty(node.operands[0]).shape.dims();
+            operand_dims[0]
+                .iter()
+                .map(|&dim| dim as usize)
+                .any(|dim| start[dim] != 0 || strides[dim] != 1 || limit[dim] != dims[dim])
+        }
+        Op::Concatenate(dimension) => operand_dims.iter().chain(&result_dims).any(|dims| dims.contains(dimension)),
+        Op::Pad { low, high, interior } => operand_dims[0]
+            .iter()
+            .map(|&dim| dim as usize)
+            .any(|dim| low[dim] != 0 || high[dim] != 0 || interior[dim] != 0),
+        Op::Scatter(_) | Op::RngBitGenerator { .. } | Op::Collective(_) => true,
         // The size itself is data: padding would change it.
         Op::DimSize(dimension) | Op::ArgSort { dimension, .. } => operand_dims[0].contains(dimension),
     };
@@ -122,9 +146,10 @@ fn mixing_reason(graph: &Graph, node: &Node, symbol: &str) -> Option<String> {
     })
 }
 
-/// Whether a reshape keeps the symbol's dim as a block of its own: the dims before it multiply to
-/// the same size on both sides, as do the dims after it, so each position along the symbol maps
-/// to itself however large the symbol is.
+/// Whether a reshape keeps the symbol's positions as blocks in order: the dims before the one it
+/// leads multiply to the same size on both sides, as do that dim's rest and the dims after it, so
+/// each position along the symbol maps to itself however large the symbol is (`[s0, s1, 8]` to
+/// `[s0*s1, 8]` keeps `s0` but not `s1`, which is inside the merged dim).
 fn block_preserving(from: &TensorType, to: &TensorType, symbol: &str) -> bool {
     // Products as sizes, so other symbols on either side compare as polynomials (`[s0, s1]` to
     // `[s0, s1, 1]` keeps `s0` a block).
@@ -133,7 +158,9 @@ fn block_preserving(from: &TensorType, to: &TensorType, symbol: &str) -> bool {
         let [index] = dims.as_slice() else { return None };
         let index = *index as usize;
         let product = |dims: &[Dim]| dims.iter().try_fold(Dim::Static(1), |acc, dim| acc.checked_mul(dim));
-        Some((product(&ty.shape.dims()[..index])?, product(&ty.shape.dims()[index + 1..])?))
+        let rest = led_by(&ty.shape.dims()[index], symbol)?;
+        let inner = rest.checked_mul(&product(&ty.shape.dims()[index + 1..])?)?;
+        Some((product(&ty.shape.dims()[..index])?, inner))
     };
     matches!((split(from), split(to)), (Some(lhs), Some(rhs)) if lhs == rhs)
 }

@@ -344,6 +344,9 @@ fn lower_dynamic_node<'c, 'a>(
 struct RuntimeSizes<'c, 'a> {
     /// For each symbol, the first input (argument index) and dim that has exactly that size.
     sources: HashMap<Arc<str>, (usize, i64)>,
+    /// For a symbol no input dim has alone: an input dim linear in it (`2*s6`), as the argument,
+    /// dim, coefficient and the rest of its size (`size == a * symbol + rest`).
+    solved: HashMap<Arc<str>, (usize, i64, i64, ttpu_ir::DimExpr)>,
     /// Each dim as a `tensor<i64>`.
     computed: HashMap<Dim, Value<'c, 'a>>,
     /// Each dim as a `tensor<1xi64>`, the pieces of shape tensors.
@@ -360,7 +363,24 @@ impl<'c, 'a> RuntimeSizes<'c, 'a> {
                 }
             }
         }
-        RuntimeSizes { sources, computed: HashMap::new(), pieces: HashMap::new() }
+        let mut solved = HashMap::new();
+        for (argument, &input) in graph.inputs.iter().enumerate() {
+            for (index, dim) in graph.ty(input).shape.dims().iter().enumerate() {
+                let Dim::Expr(expr) = dim else { continue };
+                for symbol in expr.symbols() {
+                    if sources.contains_key(&symbol) || solved.contains_key(&symbol) {
+                        continue;
+                    }
+                    // The rest must be computable from symbols that inputs give directly.
+                    if let Some((coefficient, rest)) = expr.linear_in(&symbol)
+                        && rest.symbols().iter().all(|name| sources.contains_key(name))
+                    {
+                        solved.insert(symbol, (argument, index as i64, coefficient, rest));
+                    }
+                }
+            }
+        }
+        RuntimeSizes { sources, solved, computed: HashMap::new(), pieces: HashMap::new() }
     }
 
     /// `dims` as a `tensor<Nxi64>`: one constant when every dim is static.
@@ -413,6 +433,18 @@ impl<'c, 'a> RuntimeSizes<'c, 'a> {
         let constant = |value: i64| ops::constant(context, &Literal::scalar(DType::I64, Scalar::Int(value)), location);
         let value = match dim {
             Dim::Static(value) => append(block, constant(*value)?)?,
+            Dim::Sym(name) if !self.sources.contains_key(name) => {
+                // `size == a * symbol + rest`, so `symbol == (size - rest) / a`, exactly.
+                let (argument, index, coefficient, rest) =
+                    self.solved.get(name).cloned().ok_or_else(|| Error::UnboundSymbol { symbol: name.to_string() })?;
+                let argument = block.argument(argument).map_err(|error| internal("reading an argument", error))?;
+                let size = append(block, ops::get_dimension_size(context, argument.into(), index, location)?)?;
+                let size = append(block, ops::convert(size, i64_type, location)?)?;
+                let rest = self.scalar(context, block, &rest.into_dim(), location)?;
+                let difference = append(block, ops::subtract(size, rest, i64_type, location)?)?;
+                let coefficient = append(block, constant(coefficient)?)?;
+                append(block, ops::divide(difference, coefficient, i64_type, location)?)?
+            }
             Dim::Sym(name) => {
                 let &(argument, index) =
                     self.sources.get(name).ok_or_else(|| Error::UnboundSymbol { symbol: name.to_string() })?;

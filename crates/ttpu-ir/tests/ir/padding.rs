@@ -92,7 +92,7 @@ graph @main(%0: f32[b, s] \"x\") -> (f32[b, s, 1], f32[b]) {
             ("s".to_owned(), PaddingVerdict::Exact("`reduce` at node `sum` mixes positions along `s`".into())),
         ]
     );
-    // Merging `b` and `s` into one dim, or reading `b` as a value, ties results to the true size.
+    // Merging `s` into the dim `b` leads, or reading `b` as a value, ties results to the true size.
     let merged = "symbol b in [1, 8]
 symbol s in [2, 64]
 graph @main(%0: f32[b, s] \"x\") -> (f32[b*s], i64[]) {
@@ -106,12 +106,11 @@ graph @main(%0: f32[b, s] \"x\") -> (f32[b*s], i64[]) {
         [
             (
                 "b".to_owned(),
-                PaddingVerdict::Exact("`reshape` at node `flat` has the size `b*s`, computed from `b`".into())
+                PaddingVerdict::Exact(
+                    "`dim_size` at node `size` reads the size `b`, which padding would change".into()
+                )
             ),
-            (
-                "s".to_owned(),
-                PaddingVerdict::Exact("`reshape` at node `flat` has the size `b*s`, computed from `s`".into())
-            ),
+            ("s".to_owned(), PaddingVerdict::Exact("`reshape` at node `flat` mixes positions along `s`".into())),
         ]
     );
     let read = "symbol b in [1, 8]
@@ -126,5 +125,53 @@ graph @main(%0: f32[b, 4] \"x\") -> (i64[]) {
             "b".to_owned(),
             PaddingVerdict::Exact("`dim_size` at node `size` reads the size `b`, which padding would change".into())
         )]
+    );
+}
+
+#[test]
+fn a_merge_with_the_symbol_outside_keeps_it_paddable_and_one_inside_does_not() {
+    // `[b, s, 4] -> [b*s, 4]` puts the batch outside: padding it appends whole sequences at the
+    // end of the merged dim, and the matmul and split back treat rows positionwise. The sequence
+    // is inside the merge: padding it would shift every later sequence.
+    let text = "symbol b in [1, 16]
+symbol s in [2, 32]
+graph @main(%0: f32[b, s, 4] \"x\", %1: f32[4, 6] \"w\") -> (f32[b, s, 6], f32[b*s, 2]) {
+  %2: f32[b*s, 4] = reshape(%0)  # view
+  %3: f32[b*s, 6] = dot_general(%2, %1) {lhs_batch = [], rhs_batch = [], lhs_contracting = [1], rhs_contracting = [0]}  # mm
+  %4: f32[b*s, 2] = slice(%3) {start = [0, 2], limit = [b*s, 4], strides = [1, 1]}  # split
+  %5: f32[b, s, 6] = reshape(%3)  # view_1
+  return %5, %4
+}
+";
+    assert_eq!(
+        verdicts(text),
+        [
+            ("b".to_owned(), PaddingVerdict::Pad),
+            ("s".to_owned(), PaddingVerdict::Exact("`reshape` at node `view` mixes positions along `s`".into())),
+        ]
+    );
+    // Reducing over the merged dim mixes the batch's positions after all, as does slicing it.
+    let reduced = "symbol b in [1, 16]
+graph @main(%0: f32[b, 3, 4] \"x\") -> (f32[4], f32[2, 4]) {
+  %1: f32[b*3, 4] = reshape(%0)  # view
+  %2: f32[4] = reduce(%1) {kind = sum, dimensions = [0]}  # sum
+  %3: f32[2, 4] = slice(%1) {start = [0, 0], limit = [2, 4], strides = [1, 1]}  # head
+  return %2, %3
+}
+";
+    assert_eq!(
+        verdicts(reduced),
+        [("b".to_owned(), PaddingVerdict::Exact("`reduce` at node `sum` mixes positions along `b`".into()))]
+    );
+    let sliced = "symbol b in [1, 16]
+graph @main(%0: f32[b, 3, 4] \"x\") -> (f32[2, 4]) {
+  %1: f32[b*3, 4] = reshape(%0)  # view
+  %2: f32[2, 4] = slice(%1) {start = [0, 0], limit = [2, 4], strides = [1, 1]}  # head
+  return %2
+}
+";
+    assert_eq!(
+        verdicts(sliced),
+        [("b".to_owned(), PaddingVerdict::Exact("`slice` at node `head` mixes positions along `b`".into()))]
     );
 }

@@ -33,8 +33,36 @@ fn wrap_index(cx: &mut Cx<'_>, index: ValueId, size: i64) -> Result<ValueId> {
     wrap_index_by(cx, index, |cx, index| cx.binary_scalar(BinaryOp::Add, index, Scalar::Int(size)))
 }
 
+/// Whether every element of `value` is a non-negative number by construction: positions
+/// (`iota`, `arange` from zero), non-negative constants, and sums, products, conversions and
+/// layout changes of those. Bounded by a depth so a long chain costs nothing.
+fn known_non_negative(cx: &Cx<'_>, value: ValueId, depth: usize) -> bool {
+    use ttpu_ir::Op;
+    let Some(node) = cx.b.graph().producer(value) else { return false };
+    if depth == 0 {
+        return false;
+    }
+    match &node.op {
+        Op::Iota { .. } => true,
+        Op::Constant(literal) => literal.scalars().all(|scalar| scalar.as_f64() >= 0.0),
+        Op::Convert(dtype) if dtype.is_integer() => known_non_negative(cx, node.operands[0], depth - 1),
+        Op::Reshape(_) | Op::Transpose(_) | Op::BroadcastInDim { .. } | Op::Slice { .. } => {
+            known_non_negative(cx, node.operands[0], depth - 1)
+        }
+        Op::Binary(BinaryOp::Add | BinaryOp::Multiply | BinaryOp::Maximum | BinaryOp::Minimum) => {
+            node.operands.iter().all(|&operand| known_non_negative(cx, operand, depth - 1))
+        }
+        _ => false,
+    }
+}
+
 /// [`wrap_index`] for dim `dim` of `x`, whose size may be symbolic (read with `dim_size` then).
+/// An index that is non-negative by construction needs no wrapping: that keeps the size out of the
+/// program, so padding the dim stays exact.
 fn wrap_index_of(cx: &mut Cx<'_>, index: ValueId, x: ValueId, dim: usize) -> Result<ValueId> {
+    if cx.dtype(index) == DType::I64 && known_non_negative(cx, index, 16) {
+        return Ok(index);
+    }
     match cx.shape(x)[dim].as_static() {
         Some(size) => wrap_index(cx, index, size),
         None => wrap_index_by(cx, index, |cx, index| {

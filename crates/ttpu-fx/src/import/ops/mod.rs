@@ -631,7 +631,9 @@ mod tests {
             assert!(seen.insert(def.name), "{} is listed twice", def.name);
             assert_eq!(def.name.split('.').count(), 3, "{} is not `namespace.op.overload`", def.name);
             assert!(
-                ["aten.", "prims.", "quantized_decomposed.", "transformers."].iter().any(|namespace| def.name.starts_with(namespace)),
+                ["aten.", "prims.", "quantized_decomposed.", "transformers."]
+                    .iter()
+                    .any(|namespace| def.name.starts_with(namespace)),
                 "{}",
                 def.name
             );
