@@ -93,6 +93,7 @@ fn every_fixture_parses_with_matching_counts() {
         ("mlp_bf16", (7, 8, 1)),
         ("mlp_dynamic", (7, 8, 1)),
         ("ops_mix", (6, 88, 13)),
+        ("polymorphic_ops", (8, 15, 11)),
         ("quant_cnn", (16, 19, 1)),
         ("quant_mlp", (16, 17, 1)),
         ("quant_mlp_dynamic", (16, 26, 1)),

@@ -28,6 +28,10 @@ pub enum Atom {
     FloorDiv(Box<DimExpr>, i64),
     /// `expr % divisor` with Python's sign (that of the divisor); `divisor > 1`.
     Mod(Box<DimExpr>, i64),
+    /// The smaller of two sizes whose difference is not a constant, in canonical order.
+    Min(Box<DimExpr>, Box<DimExpr>),
+    /// The larger of two sizes whose difference is not a constant, in canonical order.
+    Max(Box<DimExpr>, Box<DimExpr>),
 }
 
 /// A product of atoms with exponents, sorted by atom; the empty product is the constant term.
@@ -164,6 +168,27 @@ impl DimExpr {
         Some(DimExpr::atom(Atom::Mod(Box::new(rest), divisor)))
     }
 
+    /// `min(self, other)`: folded when the difference is a constant (`Min(s0, s0 + 2)` is `s0`).
+    pub fn minimum(&self, other: &DimExpr) -> DimExpr {
+        self.extreme(other, false)
+    }
+
+    /// `max(self, other)`: folded when the difference is a constant.
+    pub fn maximum(&self, other: &DimExpr) -> DimExpr {
+        self.extreme(other, true)
+    }
+
+    fn extreme(&self, other: &DimExpr, largest: bool) -> DimExpr {
+        if let Some(difference) = self.checked_sub(other).and_then(|difference| difference.as_constant()) {
+            let self_wins = if largest { difference >= 0 } else { difference <= 0 };
+            return if self_wins { self.clone() } else { other.clone() };
+        }
+        // One spelling per pair, so `Min(a, b) == Min(b, a)`.
+        let (first, second) = if self <= other { (self, other) } else { (other, self) };
+        let (first, second) = (Box::new(first.clone()), Box::new(second.clone()));
+        DimExpr::atom(if largest { Atom::Max(first, second) } else { Atom::Min(first, second) })
+    }
+
     /// The value with every symbol given; `None` when one is missing or the arithmetic overflows.
     pub fn eval(&self, values: &IndexMap<String, i64>) -> Option<i64> {
         self.terms.iter().try_fold(0i64, |acc, (monomial, coefficient)| {
@@ -224,6 +249,10 @@ impl DimExpr {
                 match atom {
                     Atom::Sym(name) => out.push(name.clone()),
                     Atom::FloorDiv(inner, _) | Atom::Mod(inner, _) => inner.collect_symbols(out),
+                    Atom::Min(a, b) | Atom::Max(a, b) => {
+                        a.collect_symbols(out);
+                        b.collect_symbols(out);
+                    }
                 }
             }
         }
@@ -253,6 +282,8 @@ impl Atom {
             Atom::Sym(name) => values.get(name.as_ref()).copied(),
             Atom::FloorDiv(inner, divisor) => Some(inner.eval(values)?.div_euclid(*divisor)),
             Atom::Mod(inner, divisor) => Some(inner.eval(values)?.rem_euclid(*divisor)),
+            Atom::Min(a, b) => Some(a.eval(values)?.min(b.eval(values)?)),
+            Atom::Max(a, b) => Some(a.eval(values)?.max(b.eval(values)?)),
         }
     }
 }
@@ -271,6 +302,8 @@ impl fmt::Display for Atom {
             Atom::Sym(name) => f.write_str(name),
             Atom::FloorDiv(inner, divisor) => write!(f, "({inner})//{divisor}"),
             Atom::Mod(inner, divisor) => write!(f, "Mod({inner}, {divisor})"),
+            Atom::Min(a, b) => write!(f, "Min({a}, {b})"),
+            Atom::Max(a, b) => write!(f, "Max({a}, {b})"),
         }
     }
 }
@@ -336,6 +369,22 @@ mod tests {
         assert_eq!(sum, other);
         assert_eq!(s0.checked_sub(&s0).unwrap().into_dim(), Dim::Static(0));
         assert_eq!(s0.checked_add(&c(0)).unwrap().into_dim(), Dim::Sym(Arc::from("s0")));
+    }
+
+    #[test]
+    fn min_and_max_fold_constant_differences_and_have_one_spelling() {
+        let (s0, s1) = (sym("s0"), sym("s1"));
+        let two_more = s0.checked_add(&c(2)).unwrap();
+        assert_eq!(s0.minimum(&two_more), s0);
+        assert_eq!(s0.maximum(&two_more), two_more);
+        assert_eq!(c(3).minimum(&c(5)), c(3));
+        assert_eq!(s0.minimum(&s1), s1.minimum(&s0));
+        assert_eq!(s0.minimum(&s1).to_string(), "Min(s0, s1)");
+        assert_eq!(s1.maximum(&s0).to_string(), "Max(s0, s1)");
+        let values: IndexMap<String, i64> = [("s0".to_string(), 7), ("s1".to_string(), 4)].into_iter().collect();
+        assert_eq!(s0.minimum(&s1).eval(&values), Some(4));
+        assert_eq!(s0.maximum(&s1).checked_sub(&c(1)).unwrap().eval(&values), Some(6));
+        assert_eq!(s0.minimum(&s1).symbols().len(), 2);
     }
 
     #[test]

@@ -495,6 +495,13 @@ impl<'c, 'a> RuntimeSizes<'c, 'a> {
     ) -> Result<Value<'c, 'a>, Error> {
         let (inner, divisor, floor) = match atom {
             Atom::Sym(name) => return self.scalar(context, block, &Dim::Sym(name.clone()), location),
+            Atom::Min(a, b) | Atom::Max(a, b) => {
+                let i64_type = tensor_of(context, DType::I64, &[])?;
+                let a = self.scalar(context, block, &(**a).clone().into_dim(), location)?;
+                let b = self.scalar(context, block, &(**b).clone().into_dim(), location)?;
+                let build = if matches!(atom, Atom::Min(..)) { ops::minimum } else { ops::maximum };
+                return append(block, build(a, b, i64_type, location)?);
+            }
             Atom::FloorDiv(inner, divisor) => (inner, *divisor, true),
             Atom::Mod(inner, divisor) => (inner, *divisor, false),
         };

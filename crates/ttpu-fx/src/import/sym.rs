@@ -121,9 +121,8 @@ fn to_dim_expr(expr: &SymExpr, intern: &mut impl FnMut(&str) -> Arc<str>) -> Opt
         SymExpr::Mul(a, b) => to_dim_expr(a, intern)?.checked_mul(&to_dim_expr(b, intern)?)?,
         SymExpr::FloorDiv(a, b) => to_dim_expr(a, intern)?.floor_div(constant(b)?)?,
         SymExpr::Mod(a, b) => to_dim_expr(a, intern)?.modulo(constant(b)?)?,
-        // The IR's dims are polynomials: a minimum or maximum of symbols has no form there, so
-        // such a model is imported per concrete size instead.
-        SymExpr::Min(..) | SymExpr::Max(..) => return None,
+        SymExpr::Min(a, b) => to_dim_expr(a, intern)?.minimum(&to_dim_expr(b, intern)?),
+        SymExpr::Max(a, b) => to_dim_expr(a, intern)?.maximum(&to_dim_expr(b, intern)?),
     })
 }
 
@@ -143,6 +142,8 @@ fn from_dim_expr(expr: &DimExpr) -> SymExpr {
             SymExpr::FloorDiv(Box::new(from_dim_expr(inner)), Box::new(SymExpr::Int(*divisor)))
         }
         Atom::Mod(inner, divisor) => SymExpr::Mod(Box::new(from_dim_expr(inner)), Box::new(SymExpr::Int(*divisor))),
+        Atom::Min(a, b) => SymExpr::Min(Box::new(from_dim_expr(a)), Box::new(from_dim_expr(b))),
+        Atom::Max(a, b) => SymExpr::Max(Box::new(from_dim_expr(a)), Box::new(from_dim_expr(b))),
     };
     let mut sum: Option<SymExpr> = None;
     for (coefficient, atoms) in expr.terms() {

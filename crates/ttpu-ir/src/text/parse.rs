@@ -651,6 +651,20 @@ impl Parser {
                 self.expect_punct(')')?;
                 return inner.modulo(value).ok_or_else(|| divisor.error(format!("bad divisor `{value}` for `Mod`")));
             }
+            // `Min(a, b)` and `Max(a, b)`.
+            Tok::Ident(name)
+                if (name == "Min" || name == "Max")
+                    && self.tokens[(self.pos + 1).min(self.tokens.len() - 1)].tok == Tok::Punct('(') =>
+            {
+                let largest = name == "Max";
+                self.next();
+                self.next();
+                let a = self.dim_sum()?;
+                self.expect_punct(',')?;
+                let b = self.dim_sum()?;
+                self.expect_punct(')')?;
+                return Ok(if largest { a.maximum(&b) } else { a.minimum(&b) });
+            }
             Tok::Ident(name) => match self.builder.graph().symbols.name(name) {
                 Some(symbol) => DimExpr::symbol(symbol),
                 None => return Err(token.error(format!("undeclared symbol `{name}`"))),
@@ -774,7 +788,10 @@ impl Parser {
     /// One attribute value; `dtype` is the element type of `dense<...>` literals.
     fn attr(&mut self, dtype: DType, depth: usize) -> Parsed<Attr> {
         let token = self.peek().clone();
-        let symbol = matches!(&token.tok, Tok::Ident(word) if self.builder.graph().symbols.name(word).is_some());
+        let function = matches!(&token.tok, Tok::Ident(word) if ["Min", "Max", "Mod"].contains(&word.as_str()))
+            && self.tokens.get(self.pos + 1).is_some_and(|next| next.is_punct('('));
+        let symbol =
+            function || matches!(&token.tok, Tok::Ident(word) if self.builder.graph().symbols.name(word).is_some());
         let operator_follows =
             matches!(self.tokens.get(self.pos + 1).map(|next| &next.tok), Some(Tok::Punct('*' | '+' | '-' | '/')));
         if symbol || (matches!(token.tok, Tok::Int(_)) && operator_follows) {

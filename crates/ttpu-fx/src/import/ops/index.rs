@@ -173,6 +173,17 @@ fn along_dim_points(cx: &mut Cx<'_>, index: ValueId, dim: usize, size: i64) -> R
     stack_last(cx, &parts)
 }
 
+/// [`along_dim_points`] addressing `dim` of `x`, whose size may be symbolic.
+fn along_dim_points_of(cx: &mut Cx<'_>, index: ValueId, x: ValueId, dim: usize) -> Result<ValueId> {
+    let shape = cx.shape(index);
+    let index = wrap_index_of(cx, index, x, dim)?;
+    let mut parts = Vec::with_capacity(shape.rank());
+    for d in 0..shape.rank() {
+        parts.push(if d == dim { index } else { iota(cx, &shape, d)? });
+    }
+    stack_last(cx, &parts)
+}
+
 /// Checks `gather`/`scatter` ranks and returns the normalised dim.
 fn dim_and_index(cx: &Cx<'_>, args: &Args, x: ValueId) -> Result<(usize, ValueId)> {
     let index = args.tensor("index")?;
@@ -188,13 +199,25 @@ fn dim_and_index(cx: &Cx<'_>, args: &Args, x: ValueId) -> Result<(usize, ValueId
 pub(super) fn gather(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let x = args.tensor("self")?;
     let (dim, index) = dim_and_index(cx, args, x)?;
-    let size = cx.static_dim(x, dim, "gather")?;
-    let points = along_dim_points(cx, index, dim, size)?;
+    let points = along_dim_points_of(cx, index, x, dim)?;
     tensor(gather_points(cx, x, points)?)
 }
 
 /// `src` cut to the index's shape (PyTorch reads only that corner), in `dtype`.
 fn updates_for(cx: &mut Cx<'_>, src: Val, index: ValueId, dtype: DType) -> Result<ValueId> {
+    if let Val::Tensor(src) = src
+        && cx.shape(src) == cx.shape(index)
+    {
+        return cx.convert(src, dtype);
+    }
+    let index_shape = cx.shape(index);
+    let mut scalar = |value| cx.splat(dtype, value, &index_shape);
+    match src {
+        Val::Int(value) => return scalar(Scalar::Int(value)),
+        Val::Float(value) => return scalar(Scalar::Float(value)),
+        Val::Bool(value) => return scalar(Scalar::Bool(value)),
+        _ => {}
+    }
     let shape = cx.static_dims(index, "scatter")?;
     match src {
         Val::Tensor(src) => {
@@ -217,10 +240,9 @@ fn updates_for(cx: &mut Cx<'_>, src: Val, index: ValueId, dtype: DType) -> Resul
 pub(super) fn scatter(cx: &mut Cx<'_>, args: &Args, kind: ScatterKind) -> Result<Imported> {
     let x = args.tensor("self")?;
     let (dim, index) = dim_and_index(cx, args, x)?;
-    let size = cx.static_dim(x, dim, "scatter")?;
     let source = if args.has_param("src") { args.get("src").clone() } else { args.get("value").clone() };
     let updates = updates_for(cx, source, index, cx.dtype(x))?;
-    let points = along_dim_points(cx, index, dim, size)?;
+    let points = along_dim_points_of(cx, index, x, dim)?;
     tensor(scatter_points(cx, x, points, updates, kind)?)
 }
 

@@ -253,14 +253,7 @@ pub(super) fn slice(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
         Val::Sym(expr) if args.opt_int("start")?.unwrap_or(0) >= 0 => {
             let start = args.opt_int("start")?.unwrap_or(0);
             let limit = cx.dim_of(expr)?;
-            let mut limits: Vec<Dim> = cx.shape(x).0.into_vec();
-            let mut starts = vec![0; rank];
-            let mut strides = vec![1; rank];
-            limits[dim] = limit;
-            starts[dim] = start;
-            strides[dim] = step;
-            let built = cx.b.slice_to(x, &starts, &limits, &strides);
-            return tensor(cx.ok(built)?);
+            return tensor(slice_along(cx, x, dim, start, limit, step)?);
         }
         _ => args.opt_int("end")?,
     };
@@ -269,11 +262,46 @@ pub(super) fn slice(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
         Some(size) => size,
         // Taking a whole symbolic dim needs no size.
         None if start.unwrap_or(0) == 0 && end.is_none_or(|end| end == i64::MAX) && step == 1 => return tensor(x),
+        // Static bounds from the front of a symbolic dim (`x[:, 2:]`, `x[:, 0:1]`).
+        None if start.unwrap_or(0) >= 0 && end.is_none_or(|end| end >= 0) => {
+            return tensor(symbolic_slice(cx, x, dim, start.unwrap_or(0), end, step)?);
+        }
         None => cx.static_dim(x, dim, "slicing")?,
     };
     let start = clamp_bound(start.unwrap_or(0), size);
     let end = clamp_bound(end.unwrap_or(size), size).max(start);
     tensor(cx.slice_dim(x, dim, start, end, step)?)
+}
+
+/// `x[start:end:step]` along the symbolic dim `dim` with non-negative static bounds: PyTorch
+/// clamps both to the size `S`, so the limit is `min(end, S)` (just `end` where the symbol's range
+/// says `S >= end`, and `S` without an end). A start past `S` is a size PyTorch's guards rule out,
+/// and the annotated result type, checked after the node, holds the size PyTorch computed.
+fn symbolic_slice(cx: &mut Cx<'_>, x: ValueId, dim: usize, start: i64, end: Option<i64>, step: i64) -> Result<ValueId> {
+    let size = cx.shape(x)[dim].clone();
+    let smallest = match &size {
+        Dim::Sym(name) => cx.b.graph().symbols.range(name).map_or(0, |range| range.min),
+        _ => 0,
+    };
+    let limit = match end {
+        None | Some(i64::MAX) => size,
+        Some(end) if end <= smallest => Dim::Static(end),
+        Some(end) => ttpu_ir::DimExpr::of(&size).minimum(&ttpu_ir::DimExpr::constant(end)).into_dim(),
+    };
+    slice_along(cx, x, dim, start, limit, step)
+}
+
+/// `x[start:limit:step]` along `dim` (a limit that may be symbolic), the other dims whole.
+fn slice_along(cx: &mut Cx<'_>, x: ValueId, dim: usize, start: i64, limit: Dim, step: i64) -> Result<ValueId> {
+    let rank = cx.rank(x);
+    let mut limits: Vec<Dim> = cx.shape(x).0.into_vec();
+    let mut starts = vec![0; rank];
+    let mut strides = vec![1; rank];
+    limits[dim] = limit;
+    starts[dim] = start;
+    strides[dim] = step;
+    let built = cx.b.slice_to(x, &starts, &limits, &strides);
+    cx.ok(built)
 }
 
 /// `select.int(self, dim, index)`: one index, the dim removed.
@@ -284,8 +312,15 @@ pub(super) fn select(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
         return Err(cx.bad("cannot select from a rank-0 tensor"));
     }
     let dim = cx.norm_dim(args.int("dim")?, rank)?;
-    let size = cx.static_dim(x, dim, "select")?;
     let index = args.int("index")?;
+    if cx.shape(x)[dim].as_static().is_none() && index >= 0 {
+        // A static index from the front of a symbolic dim, which PyTorch's guards keep inside it.
+        let sliced = symbolic_slice(cx, x, dim, index, Some(index + 1), 1)?;
+        let mut dims = cx.shape(sliced).0;
+        dims.remove(dim);
+        return tensor(cx.reshape(sliced, Shape(dims))?);
+    }
+    let size = cx.static_dim(x, dim, "select")?;
     let position = if index < 0 { index + size } else { index };
     if !(0..size).contains(&position) {
         return Err(cx.bad(format!("index {index} is out of range for dim {dim} of size {size}")));
