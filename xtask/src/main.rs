@@ -4,7 +4,9 @@
 //!   prints the exact command) and fetches the CPU PJRT plugin from PyPI with pip into the user
 //!   cache, checking the wheel's sha256.
 //! - `lower MODEL.fx [ARGS]` and `run MODEL.fx [ARGS]` run set-up if needed, then the `ttpu` binary.
-//! - `test` runs set-up, formatting and lint checks, then every test.
+//! - `test` runs set-up, formatting and lint checks, every test, then `check-dynamic`.
+//! - `check-dynamic` runs every dynamic fixture's shape-polymorphic StableHLO module at each of its
+//!   input sets' sizes through JAX's shape refinement and XLA (`fixtures/check_dynamic.py`).
 //! - `ops-doc` regenerates `docs/ops.md` from the importer's op table.
 //!
 //! xtask links no workspace crate: it drives `cargo` and the `ttpu` binary, so it builds in seconds
@@ -55,6 +57,10 @@ fn main() -> Result<()> {
             test()
         }
         "ops-doc" => ops_doc(),
+        "check-dynamic" => {
+            setup()?;
+            check_dynamic()
+        }
         "help" | "--help" | "-h" => {
             print_usage();
             Ok(())
@@ -73,6 +79,7 @@ fn print_usage() {
          setup              install LLVM/MLIR 22 packages and the CPU PJRT plugin if missing\n  \
          lower MODEL.fx     print the StableHLO of a model (extra args go to `ttpu lower`)\n  \
          run MODEL.fx       run a fixture folder's model on its inputs and check parity with its expected outputs\n  \
+         check-dynamic      run every dynamic fixture's polymorphic StableHLO at each input set's sizes (JAX, XLA)\n  \
          test               formatting, lints and every test\n  \
          ops-doc            regenerate docs/ops.md from the importer's op table"
     );
@@ -244,7 +251,37 @@ fn test() -> Result<()> {
         // A new or changed snapshot must fail in CI rather than be written.
         command.env("INSTA_UPDATE", "no");
     }
-    run(&mut command)
+    run(&mut command)?;
+    check_dynamic()
+}
+
+/// Python packages of the refinement check, pinned: JAX's StableHLO shape refinement and XLA CPU.
+const CHECK_DYNAMIC_PACKAGES: [&str; 4] = ["jax==0.10.2", "jaxlib==0.10.2", "numpy==2.4.6", "safetensors==0.8.0"];
+
+/// Runs `fixtures/check_dynamic.py`: every dynamic fixture's one shape-polymorphic module
+/// (`ttpu lower --dynamic`) refined to each committed input set's shapes, compiled by XLA and
+/// compared with PyTorch's outputs, so those modules are executed, not only printed. The packages
+/// go into `target/check-dynamic` (pip `--target`, no virtual environment needed) once.
+fn check_dynamic() -> Result<()> {
+    let root = project_root();
+    let site = root.join("target").join("check-dynamic");
+    let stamp = site.join(".installed");
+    if !stamp.is_file() {
+        ensure_pip()?;
+        eprintln!("xtask: installing {} for the refinement check", CHECK_DYNAMIC_PACKAGES.join(" "));
+        run(Command::new("python3")
+            .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--only-binary=:all:", "--target"])
+            .arg(&site)
+            .args(CHECK_DYNAMIC_PACKAGES))?;
+        std::fs::write(&stamp, CHECK_DYNAMIC_PACKAGES.join("\n")).context("marking the packages installed")?;
+    }
+    // The tests built the debug binary; lowering needs no optimised build.
+    run(cargo().args(["build", "--quiet", "--package", "ttpu", "--bin", "ttpu"]))?;
+    run(Command::new("python3")
+        .arg(root.join("fixtures").join("check_dynamic.py"))
+        .env("PYTHONPATH", &site)
+        .env("TTPU_BIN", root.join("target").join("debug").join("ttpu"))
+        .env("JAX_PLATFORMS", "cpu"))
 }
 
 /// Rewrites `docs/ops.md` through the test that checks it: the data lives in `ttpu-fx`, which

@@ -27,51 +27,14 @@ pub(crate) struct OpKey {
 
 impl OpKey {
     pub(crate) fn new(op: Op) -> OpKey {
+        // `Op`'s derived hash feeds every attribute, and constants by dtype, dims and bytes.
         let mut hasher = DefaultHasher::new();
-        hash_op(&op, &mut hasher);
+        op.hash(&mut hasher);
         OpKey { op: Arc::new(op), hash: hasher.finish() }
     }
 
     pub(crate) fn op(&self) -> &Op {
         &self.op
-    }
-}
-
-/// Feeds every attribute of `op` to `hasher`; constants by dtype, dims and raw bytes.
-fn hash_op(op: &Op, hasher: &mut impl Hasher) {
-    std::mem::discriminant(op).hash(hasher);
-    match op {
-        Op::Constant(literal) => {
-            literal.dtype().hash(hasher);
-            literal.dims().hash(hasher);
-            literal.bytes().hash(hasher);
-        }
-        Op::Iota { dimension, dtype, shape } => (dimension, dtype, shape).hash(hasher),
-        Op::Unary(unary) => unary.hash(hasher),
-        Op::Binary(binary) => binary.hash(hasher),
-        Op::Compare(direction) => direction.hash(hasher),
-        Op::Select | Op::Clamp => {}
-        Op::Convert(dtype) | Op::BitcastConvert(dtype) => dtype.hash(hasher),
-        Op::Reshape(shape) => shape.hash(hasher),
-        Op::Transpose(permutation) => permutation.hash(hasher),
-        Op::BroadcastInDim { dims, shape } => (dims, shape).hash(hasher),
-        Op::Slice { start, limit, strides } => (start, limit, strides).hash(hasher),
-        Op::Concatenate(dimension) => dimension.hash(hasher),
-        Op::Pad { low, high, interior } => (low, high, interior).hash(hasher),
-        Op::DotGeneral(dims) => dims.hash(hasher),
-        Op::Reduce { kind, dimensions } => (kind, dimensions).hash(hasher),
-        Op::ReduceWindow { kind, window } => (kind, window).hash(hasher),
-        Op::Convolution(dims) => dims.hash(hasher),
-        Op::Gather(dims) => dims.hash(hasher),
-        Op::Scatter(dims) => dims.hash(hasher),
-        // The state is an operand, so two generators merge only when their states are the same
-        // e-class: equal states give equal bits.
-        Op::RngBitGenerator { algorithm, dtype, shape } => (algorithm, dtype, shape).hash(hasher),
-        Op::DimSize(dimension) => dimension.hash(hasher),
-        Op::ArgSort { dimension, descending } => (dimension, descending).hash(hasher),
-        Op::Collective(collective) => collective.hash(hasher),
-        Op::Real | Op::Imag | Op::Complex => {}
-        Op::Fft { kind, length } => (kind, length).hash(hasher),
     }
 }
 

@@ -141,7 +141,7 @@ impl fmt::Display for Scalar {
 }
 
 /// A constant tensor: dtype, static dims and dense little-endian data.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Literal {
     dtype: DType,
     dims: SmallVec<[i64; 4]>,

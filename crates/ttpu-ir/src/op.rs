@@ -427,7 +427,7 @@ impl RngAlgorithm {
 }
 
 /// A tensor primitive. Operands are in the node; the variant holds the attributes.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Op {
     /// A constant tensor. No operands.
     Constant(Literal),

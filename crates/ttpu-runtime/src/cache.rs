@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use ttpu_ir::{EntityId, Graph, Node, Op, ValueId};
+use ttpu_ir::{EntityId, Graph, Node, ValueId};
 
 use crate::runtime::CompileSpec;
 
@@ -197,38 +197,11 @@ pub fn graph_hash(graph: &Graph) -> u64 {
 }
 
 fn hash_node(graph: &Graph, node: &Node, hasher: &mut FxHasher) {
-    hash_op(&node.op, hasher);
+    // `Op`'s derived hash: every attribute, and constants by dtype, dims and bytes.
+    node.op.hash(hasher);
     hasher.write_usize(node.operands.len());
     for &operand in &node.operands {
         graph.value(operand).def.hash(hasher);
-    }
-}
-
-/// Hashes the op's kind and the attributes of the common ops. The rest are told apart by
-/// [`same_structure`] on a hit; leaving them out only makes their hashes coarser, and keeps this
-/// function correct for ops added to the IR later.
-fn hash_op(op: &Op, hasher: &mut FxHasher) {
-    std::mem::discriminant(op).hash(hasher);
-    match op {
-        Op::Constant(literal) => {
-            literal.dtype().hash(hasher);
-            literal.dims().hash(hasher);
-            hasher.write(literal.bytes());
-        }
-        Op::Iota { dimension, dtype, shape } => (dimension, dtype, shape).hash(hasher),
-        Op::Unary(unary) => unary.hash(hasher),
-        Op::Binary(binary) => binary.hash(hasher),
-        Op::Compare(direction) => direction.hash(hasher),
-        Op::Convert(dtype) | Op::BitcastConvert(dtype) => dtype.hash(hasher),
-        Op::Reshape(shape) => shape.hash(hasher),
-        Op::Transpose(permutation) => permutation.hash(hasher),
-        Op::BroadcastInDim { dims, shape } => (dims, shape).hash(hasher),
-        Op::Slice { start, limit, strides } => (start, limit, strides).hash(hasher),
-        Op::Concatenate(dimension) => dimension.hash(hasher),
-        Op::Reduce { kind, dimensions } => (kind, dimensions).hash(hasher),
-        Op::DotGeneral(dims) => dims.hash(hasher),
-        Op::Fft { kind, length } => (kind, length).hash(hasher),
-        _ => {}
     }
 }
 
