@@ -386,58 +386,57 @@ impl LoadedModel {
             })
             .collect();
         let mut specialisation = self.model.specialise(compiled_values.clone())?;
-        if !specialisation.module.pending.is_empty() {
-            // Sizes the data decides: run size programs on the uploaded inputs until every size
-            // is known, then the whole program at those sizes.
-            if self.sharded.is_some() {
-                return Err(Error::Sharding {
-                    message: format!(
-                        "the model has sizes the data decides ({}); a sharded run needs every size before it runs",
-                        describe_pending(&specialisation.module.pending)
-                    ),
-                });
-            }
-            let uploaded = self.upload(per_replica, &signature.inputs, &compiled_values)?;
-            while !specialisation.module.pending.is_empty() {
-                let sizes = self.run_sizes(&specialisation, &uploaded)?;
-                for (pending, value) in specialisation.module.pending.iter().zip(sizes) {
-                    if compiled_values.contains_key(&pending.symbol) {
-                        return Err(Error::Bug {
-                            message: format!("the size program computes `{}` again", pending.symbol),
-                        });
-                    }
-                    check_data_size(module, pending, value)?;
-                    compiled_values.insert(pending.symbol.clone(), value);
-                    symbol_values.insert(pending.symbol.clone(), value);
-                }
-                specialisation = self.model.specialise(compiled_values.clone())?;
-            }
-            let spec = CompileSpec {
-                devices: (0..self.replicas).collect(),
-                aliases: self.aliases(&specialisation.module.signature, &specialisation.module.graph),
-                sharding: None,
-            };
-            let (executable, compile) = specialisation.executable(&self.runtime, &spec)?;
-            return Ok(Prepared { specialisation, executable, compile, symbol_values, inputs: uploaded, layout: None });
-        }
-        let layout = match &self.sharded {
+        // A sharded model's input placements; they do not depend on sizes the data decides.
+        let input_layout = match &self.sharded {
             Some((parallelism, shardings)) => {
-                let layout = parallelism.program_sharding(&specialisation.module.signature)?;
+                let placements = parallelism.input_shardings(&specialisation.module.signature)?;
                 // The resident shards were cut by the load-time placements; they must still hold.
                 for (index, resident) in shardings.iter().enumerate() {
                     if let Some(resident) = resident
-                        && *resident != layout.inputs[index]
+                        && *resident != placements[index]
                     {
                         return Err(Error::Sharding {
                             message: format!(
                                 "`{}` was loaded as {resident} but this size places it as {}",
-                                signature.inputs[index].key, layout.inputs[index]
+                                signature.inputs[index].key, placements[index]
                             ),
                         });
                     }
                 }
-                Some(layout)
+                Some((parallelism.mesh.clone(), placements))
             }
+            None => None,
+        };
+        let uploaded = match &input_layout {
+            Some((mesh, placements)) => {
+                let tensors = per_replica.into_iter().next().unwrap_or_default();
+                self.upload_shards(tensors, &signature.inputs, mesh, placements, &compiled_values)?
+            }
+            None => self.upload(per_replica, &signature.inputs, &compiled_values)?,
+        };
+        // Sizes the data decides: run size programs on the uploaded inputs until every size is
+        // known, then the whole program at those sizes.
+        while !specialisation.module.pending.is_empty() {
+            let size_layout = input_layout.as_ref().map(|(mesh, placements)| ProgramSharding {
+                mesh: mesh.clone(),
+                inputs: placements.clone(),
+                outputs: vec![Sharding::replicated(0); specialisation.module.pending.len()],
+            });
+            let sizes = self.run_sizes(&specialisation, &uploaded, size_layout)?;
+            for (pending, value) in specialisation.module.pending.iter().zip(sizes) {
+                if compiled_values.contains_key(&pending.symbol) {
+                    return Err(Error::Bug {
+                        message: format!("the size program computes `{}` again", pending.symbol),
+                    });
+                }
+                check_data_size(module, pending, value)?;
+                compiled_values.insert(pending.symbol.clone(), value);
+                symbol_values.insert(pending.symbol.clone(), value);
+            }
+            specialisation = self.model.specialise(compiled_values.clone())?;
+        }
+        let layout = match &self.sharded {
+            Some((parallelism, _)) => Some(parallelism.program_sharding(&specialisation.module.signature)?),
             None => None,
         };
         let spec = CompileSpec {
@@ -446,32 +445,32 @@ impl LoadedModel {
             sharding: layout.clone(),
         };
         let (executable, compile) = specialisation.executable(&self.runtime, &spec)?;
-        if let Some(layout) = &layout {
-            let tensors = per_replica.into_iter().next().unwrap_or_default();
-            let mut uploaded: Vec<Vec<Option<Buffer>>> = (0..self.replicas).map(|_| Vec::new()).collect();
-            for ((input, tensor), sharding) in signature.inputs.iter().zip(tensors).zip(&layout.inputs) {
-                let Some(tensor) = tensor else {
-                    uploaded.iter_mut().for_each(|buffers| buffers.push(None));
-                    continue;
-                };
-                let shape = resolved_shape(&input.ty, &tensor.shape, &compiled_values);
-                let padded =
-                    if shape == tensor.shape { Cow::Borrowed(tensor) } else { Cow::Owned(resize(tensor, &shape)) };
-                for (device, shard) in split(&padded, sharding, &layout.mesh)?.iter().enumerate() {
-                    uploaded[device].push(Some(self.runtime.upload(shard, device)?));
-                }
+        Ok(Prepared { specialisation, executable, compile, symbol_values, inputs: uploaded, layout })
+    }
+
+    /// Splits one input set over a mesh by `placements` and uploads each device's shards,
+    /// padded to the compiled sizes first.
+    fn upload_shards(
+        &self,
+        tensors: Vec<Option<&HostTensor>>,
+        inputs: &[ttpu_fx::ModelInput],
+        mesh: &Mesh,
+        placements: &[Sharding],
+        compiled_values: &IndexMap<String, i64>,
+    ) -> Result<Vec<Vec<Option<Buffer>>>> {
+        let mut uploaded: Vec<Vec<Option<Buffer>>> = (0..self.replicas).map(|_| Vec::new()).collect();
+        for ((input, tensor), sharding) in inputs.iter().zip(tensors).zip(placements) {
+            let Some(tensor) = tensor else {
+                uploaded.iter_mut().for_each(|buffers| buffers.push(None));
+                continue;
+            };
+            let shape = resolved_shape(&input.ty, &tensor.shape, compiled_values);
+            let padded = if shape == tensor.shape { Cow::Borrowed(tensor) } else { Cow::Owned(resize(tensor, &shape)) };
+            for (device, shard) in split(&padded, sharding, mesh)?.iter().enumerate() {
+                uploaded[device].push(Some(self.runtime.upload(shard, device)?));
             }
-            return Ok(Prepared {
-                specialisation,
-                executable,
-                compile,
-                symbol_values,
-                inputs: uploaded,
-                layout: Some(layout.clone()),
-            });
         }
-        let uploaded = self.upload(per_replica, &signature.inputs, &compiled_values)?;
-        Ok(Prepared { specialisation, executable, compile, symbol_values, inputs: uploaded, layout: None })
+        Ok(uploaded)
     }
 
     /// Uploads each replica's user inputs, padded to the compiled sizes.
@@ -499,10 +498,16 @@ impl LoadedModel {
         Ok(uploaded)
     }
 
-    /// Runs a size program on the resident weights and `inputs` and reads back its sizes; every
+    /// Runs a size program on the resident weights and `inputs` (laid out over the mesh by
+    /// `layout` for a sharded model, its sizes replicated) and reads back its sizes; every
     /// replica's data must give the same sizes, since one program runs on every device.
-    fn run_sizes(&self, specialisation: &Specialisation, inputs: &[Vec<Option<Buffer>>]) -> Result<Vec<i64>> {
-        let spec = CompileSpec { devices: (0..self.replicas).collect(), aliases: Vec::new(), sharding: None };
+    fn run_sizes(
+        &self,
+        specialisation: &Specialisation,
+        inputs: &[Vec<Option<Buffer>>],
+        layout: Option<ProgramSharding>,
+    ) -> Result<Vec<i64>> {
+        let spec = CompileSpec { devices: (0..self.replicas).collect(), aliases: Vec::new(), sharding: layout };
         let (executable, _) = specialisation.executable(&self.runtime, &spec)?;
         let results = {
             let state = self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -619,11 +624,6 @@ fn argument_lists<'a>(
                 .collect::<Result<Vec<&Buffer>>>()
         })
         .collect()
-}
-
-/// The sizes a size program computes, in words.
-fn describe_pending(pending: &[ttpu_fx::DataSize]) -> String {
-    pending.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
 }
 
 /// Checks a size the data gave against its symbol's range, as PyTorch's runtime asserts do.

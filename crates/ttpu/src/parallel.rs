@@ -233,14 +233,7 @@ impl Parallelism {
 
     /// The placements of a static module's inputs and outputs (a specialisation's).
     pub fn program_sharding(&self, signature: &ModelSignature) -> Result<ProgramSharding> {
-        let inputs = signature
-            .inputs
-            .iter()
-            .map(|input| match input.role {
-                InputRole::UserInput => self.input_sharding(&input.key, &input.ty),
-                _ => self.weight_sharding(&input.key, &input.ty),
-            })
-            .collect::<Result<Vec<Sharding>>>()?;
+        let inputs = self.input_shardings(signature)?;
         let outputs = signature
             .outputs
             .iter()
@@ -263,6 +256,18 @@ impl Parallelism {
             })
             .collect::<Result<Vec<Sharding>>>()?;
         Ok(ProgramSharding { mesh: self.mesh.clone(), inputs, outputs })
+    }
+
+    /// The placement of every graph input of `signature` (weights and user inputs).
+    pub fn input_shardings(&self, signature: &ModelSignature) -> Result<Vec<Sharding>> {
+        signature
+            .inputs
+            .iter()
+            .map(|input| match input.role {
+                InputRole::UserInput => self.input_sharding(&input.key, &input.ty),
+                _ => self.weight_sharding(&input.key, &input.ty),
+            })
+            .collect()
     }
 }
 
