@@ -272,7 +272,7 @@ impl DimExpr {
         if let Some(name) = self.as_symbol() {
             return Dim::Sym(name.clone());
         }
-        Dim::Expr(Arc::new(self))
+        Dim::Expr(crate::shape::Compound::new(self))
     }
 }
 

@@ -45,6 +45,6 @@ pub use op::{
     ScatterDims, ScatterKind, UnaryOp, Window,
 };
 pub use padding::{PaddingVerdict, PaddingVerdicts, padding_verdicts};
-pub use shape::{Dim, Shape, SymbolRange, SymbolTable, TensorType};
+pub use shape::{Compound, Dim, Shape, SymbolRange, SymbolTable, TensorType};
 pub use sharding::{Mesh, ProgramSharding, Sharding, ShardingError};
 pub use verify::{VerifyErrors, verify};

@@ -22,8 +22,36 @@ pub enum Dim {
     Static(i64),
     /// A size named by a symbol, known only at run time.
     Sym(Arc<str>),
-    /// A size computed from symbols; never a constant or a bare symbol.
-    Expr(Arc<DimExpr>),
+    /// A size computed from symbols; never a constant or a bare symbol (only
+    /// [`DimExpr::into_dim`] makes one, so `==` on dims is equality of sizes).
+    Expr(Compound),
+}
+
+/// The expression of a [`Dim::Expr`]: a canonical [`DimExpr`] that is neither a constant nor a
+/// bare symbol. It has no public constructor; [`DimExpr::into_dim`] is the one way to make it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Compound(Arc<DimExpr>);
+
+impl Compound {
+    /// Wraps `expr`, which the caller has checked is neither a constant nor a bare symbol.
+    pub(crate) fn new(expr: DimExpr) -> Compound {
+        debug_assert!(expr.as_constant().is_none() && expr.as_symbol().is_none(), "`{expr}` is not compound");
+        Compound(Arc::new(expr))
+    }
+}
+
+impl std::ops::Deref for Compound {
+    type Target = DimExpr;
+
+    fn deref(&self) -> &DimExpr {
+        &self.0
+    }
+}
+
+impl fmt::Display for Compound {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
 }
 
 impl Dim {
