@@ -266,14 +266,17 @@ fn check_dynamic() -> Result<()> {
     let root = project_root();
     let site = root.join("target").join("check-dynamic");
     let stamp = site.join(".installed");
-    if !stamp.is_file() {
+    let wanted = CHECK_DYNAMIC_PACKAGES.join("\n");
+    // Another pinned set (or a half-finished install) starts over.
+    if std::fs::read_to_string(&stamp).ok().as_deref() != Some(wanted.as_str()) {
+        std::fs::remove_dir_all(&site).ok();
         ensure_pip()?;
         eprintln!("xtask: installing {} for the refinement check", CHECK_DYNAMIC_PACKAGES.join(" "));
         run(Command::new("python3")
             .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--only-binary=:all:", "--target"])
             .arg(&site)
             .args(CHECK_DYNAMIC_PACKAGES))?;
-        std::fs::write(&stamp, CHECK_DYNAMIC_PACKAGES.join("\n")).context("marking the packages installed")?;
+        std::fs::write(&stamp, &wanted).context("marking the packages installed")?;
     }
     // The tests built the debug binary; lowering needs no optimised build.
     run(cargo().args(["build", "--quiet", "--package", "ttpu", "--bin", "ttpu"]))?;

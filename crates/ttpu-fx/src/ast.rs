@@ -41,6 +41,19 @@ pub struct Program {
 }
 
 impl Program {
+    /// The symbols of the placeholders' dims. Any other symbol of the program is a size the data
+    /// decides (PyTorch's unbacked `u0`), defined by a node while the program runs.
+    pub fn input_symbols(&self) -> std::collections::HashSet<String> {
+        self.placeholders
+            .iter()
+            .filter_map(|placeholder| match &placeholder.ty {
+                FxType::Tensor { dims, .. } => Some(dims),
+                _ => None,
+            })
+            .flat_map(|dims| dims.iter().flat_map(SymExpr::symbols))
+            .collect()
+    }
+
     /// Whether the graph-signature name `spec_name` names the placeholder `placeholder`: its own
     /// name, or the name of an alias statement of it (`input_1 = input`, printed when the Python
     /// parameter shadows a builtin; the signature then uses the node name `input_1`).
@@ -114,7 +127,29 @@ pub enum SymExpr {
 impl SymExpr {
     /// The symbols it mentions, each once, in order of appearance.
     pub fn symbols(&self) -> Vec<String> {
-        crate::import::sym_symbols(self)
+        fn walk(expr: &SymExpr, out: &mut Vec<String>) {
+            match expr {
+                SymExpr::Int(_) => {}
+                SymExpr::Symbol(name) => {
+                    if !out.contains(name) {
+                        out.push(name.clone());
+                    }
+                }
+                SymExpr::Add(a, b)
+                | SymExpr::Sub(a, b)
+                | SymExpr::Mul(a, b)
+                | SymExpr::FloorDiv(a, b)
+                | SymExpr::Mod(a, b)
+                | SymExpr::Min(a, b)
+                | SymExpr::Max(a, b) => {
+                    walk(a, out);
+                    walk(b, out);
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk(self, &mut out);
+        out
     }
 }
 

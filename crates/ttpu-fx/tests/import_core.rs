@@ -84,6 +84,15 @@ fn boolean_mask_indices_take_the_recorded_count_or_wait_for_the_data() {
     let whole = try_import(&params, &body, &["y"], &options).expect("the whole program");
     assert!(whole.pending.is_empty());
     assert_eq!(whole.graph.ty(whole.graph.outputs[0]).to_string(), "f32[3]");
+    // Without an annotation nothing names the size: an error, never a guessed size.
+    let error = try_import(&params, &["out = torch.ops.aten.nonzero.default(m)"], &["out"], &ImportOptions::default())
+        .expect_err("the size has no name");
+    assert!(
+        error
+            .to_string()
+            .contains("the number of nonzero elements is decided by the data, and the node has no annotated type"),
+        "{error}"
+    );
 }
 
 #[test]

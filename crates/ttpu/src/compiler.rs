@@ -117,12 +117,7 @@ impl Compiler {
         why: &ttpu_fx::Error,
     ) -> Result<(Module, PaddingVerdicts)> {
         // Only the symbols of input dims: the data decides the others (`u0`), at run time.
-        let mut input_symbols = std::collections::HashSet::new();
-        for placeholder in &program.placeholders {
-            if let ttpu_fx::ast::FxType::Tensor { dims, .. } = &placeholder.ty {
-                input_symbols.extend(dims.iter().flat_map(ttpu_fx::ast::SymExpr::symbols));
-            }
-        }
+        let input_symbols = program.input_symbols();
         let symbol_values: IndexMap<String, i64> = program
             .range_constraints
             .iter()

@@ -172,7 +172,13 @@ impl Cx<'_> {
             ty.shape.dims().get(dim).cloned()
         });
         let Some(dim) = found else {
-            // No result that depends on the size is read: any size builds the same program.
+            if candidates.iter().any(|(element, _)| element.is_none()) {
+                return Err(
+                    self.bad(format!("{what} is decided by the data, and the node has no annotated type to name it"))
+                );
+            }
+            // No `getitem` reads a result that depends on the size: any size builds the program
+            // the model uses.
             return Ok(DataDim::Known(0));
         };
         match dim {
@@ -323,7 +329,7 @@ impl Cx<'_> {
             self.site.dynamic(format!(
                 "the size `{}` cannot be a dim of the IR; give a value to {} (symbol_values)",
                 sym::Show(&folded),
-                sym::symbols(&folded).join(", ")
+                folded.symbols().join(", ")
             ))
         })
     }

@@ -151,11 +151,6 @@ pub fn import(program: &Program, options: &ImportOptions) -> Result<Module> {
     walk::import(program, options)
 }
 
-/// The symbols `expr` mentions (see [`crate::ast::SymExpr::symbols`]).
-pub(crate) fn sym_symbols(expr: &crate::ast::SymExpr) -> Vec<String> {
-    sym::symbols(expr)
-}
-
 /// Every ATen overload that has a decomposition, sorted.
 pub fn supported_ops() -> Vec<&'static str> {
     let mut names: Vec<&'static str> = ops::TABLE.iter().map(|def| def.name).collect();

@@ -179,33 +179,6 @@ pub(crate) fn exact_quotient(total: &Dim, known: &Dim) -> Option<Dim> {
     (quotient.checked_mul(known).as_ref() == Some(total)).then_some(quotient)
 }
 
-/// The symbols named in `expr`, in order of appearance, each once.
-pub(crate) fn symbols(expr: &SymExpr) -> Vec<String> {
-    fn walk(expr: &SymExpr, out: &mut Vec<String>) {
-        match expr {
-            SymExpr::Int(_) => {}
-            SymExpr::Symbol(name) => {
-                if !out.contains(name) {
-                    out.push(name.clone());
-                }
-            }
-            SymExpr::Add(a, b)
-            | SymExpr::Sub(a, b)
-            | SymExpr::Mul(a, b)
-            | SymExpr::FloorDiv(a, b)
-            | SymExpr::Mod(a, b)
-            | SymExpr::Min(a, b)
-            | SymExpr::Max(a, b) => {
-                walk(a, out);
-                walk(b, out);
-            }
-        }
-    }
-    let mut out = Vec::new();
-    walk(expr, &mut out);
-    out
-}
-
 /// Prints an expression the way PyTorch does (`2*s77`, `s0 + 1`, `(s0//2)`), for messages.
 pub(crate) struct Show<'a>(pub &'a SymExpr);
 

@@ -146,12 +146,7 @@ impl<'a> Walk<'a> {
     /// Declares the symbols that stay symbolic and checks the values given for the others.
     fn symbols(&mut self) -> Result<()> {
         let values = self.cx.symbol_values;
-        let mut from_inputs = HashSet::new();
-        for placeholder in &self.program.placeholders {
-            if let FxType::Tensor { dims, .. } = &placeholder.ty {
-                from_inputs.extend(dims.iter().flat_map(sym::symbols));
-            }
-        }
+        let from_inputs = self.program.input_symbols();
         for (name, &value) in values {
             let Some(constraint) =
                 self.program.range_constraints.iter().find(|rc| rc.derived.is_none() && &rc.symbol == name)
@@ -208,10 +203,8 @@ impl<'a> Walk<'a> {
     fn annotations_mention(&self, symbol: &str) -> bool {
         let mention = |nodes: &[Node]| {
             nodes.iter().any(|node| match &node.ty {
-                Some(FxType::Tensor { dims, .. }) => {
-                    dims.iter().any(|dim| sym::symbols(dim).iter().any(|s| s == symbol))
-                }
-                Some(FxType::SymInt(expr)) => sym::symbols(expr).iter().any(|s| s == symbol),
+                Some(FxType::Tensor { dims, .. }) => dims.iter().any(|dim| dim.symbols().iter().any(|s| s == symbol)),
+                Some(FxType::SymInt(expr)) => expr.symbols().iter().any(|s| s == symbol),
                 _ => false,
             })
         };
@@ -224,7 +217,7 @@ impl<'a> Walk<'a> {
         for dim in dims {
             let folded = sym::fold(dim, self.cx.symbol_values);
             let Some(dim) = self.cx.intern_dim(&folded) else {
-                let names = sym::symbols(&folded).join(", ");
+                let names = folded.symbols().join(", ");
                 return Err(Error::DynamicDims {
                     at: self.location(span),
                     message: format!(

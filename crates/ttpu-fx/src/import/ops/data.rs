@@ -437,6 +437,12 @@ pub(super) fn local_scalar_dense(cx: &mut Cx<'_>, args: &Args) -> Result<Importe
                 DataDim::Pending => Ok(Imported::Skipped),
             }
         }
+        _ if dtype.is_integer() => Err(cx.bad(format!(
+            ".item() of a {dtype} tensor needs a symbol of its own as its annotation (`Sym(u0)`), found {}",
+            cx.annotated_sym
+                .as_ref()
+                .map_or("none".to_string(), |expr| format!("`Sym({})`", crate::import::sym::Show(expr)))
+        ))),
         _ => Err(cx.bad(format!(
             ".item() of a {dtype} tensor gives a Python {} the data decides; only integer values are read back \
              (compute with the tensor instead)",

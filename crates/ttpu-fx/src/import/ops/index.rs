@@ -161,25 +161,26 @@ pub(super) fn scatter_points(
     cx.ok(built)
 }
 
-/// The full coordinates of `index` (shape `S`, addressing `dim` of a tensor of rank `S.rank()`):
-/// `S + [rank]`, the index itself in slot `dim` and each position's own coordinate elsewhere.
+/// The full coordinates of `index` (shape `S`, addressing `dim` of a tensor of rank `S.rank()`
+/// whose size along `dim` is `size`): `S + [rank]`, the index itself in slot `dim` and each
+/// position's own coordinate elsewhere.
 fn along_dim_points(cx: &mut Cx<'_>, index: ValueId, dim: usize, size: i64) -> Result<ValueId> {
-    let shape = cx.shape(index);
-    let index = wrap_index(cx, index, size)?;
-    let mut parts = Vec::with_capacity(shape.rank());
-    for d in 0..shape.rank() {
-        parts.push(if d == dim { index } else { iota(cx, &shape, d)? });
-    }
-    stack_last(cx, &parts)
+    let wrapped = wrap_index(cx, index, size)?;
+    points_with(cx, index, wrapped, dim)
 }
 
 /// [`along_dim_points`] addressing `dim` of `x`, whose size may be symbolic.
 fn along_dim_points_of(cx: &mut Cx<'_>, index: ValueId, x: ValueId, dim: usize) -> Result<ValueId> {
+    let wrapped = wrap_index_of(cx, index, x, dim)?;
+    points_with(cx, index, wrapped, dim)
+}
+
+/// `wrapped` (the index, wrapped) in slot `dim` and iotas over `index`'s shape elsewhere.
+fn points_with(cx: &mut Cx<'_>, index: ValueId, wrapped: ValueId, dim: usize) -> Result<ValueId> {
     let shape = cx.shape(index);
-    let index = wrap_index_of(cx, index, x, dim)?;
     let mut parts = Vec::with_capacity(shape.rank());
     for d in 0..shape.rank() {
-        parts.push(if d == dim { index } else { iota(cx, &shape, d)? });
+        parts.push(if d == dim { wrapped } else { iota(cx, &shape, d)? });
     }
     stack_last(cx, &parts)
 }
