@@ -68,19 +68,23 @@ impl Analysis<FNode> for FuseAnalysis {
     type Data = Data;
 
     fn make(egraph: &mut FuseGraph, enode: &FNode) -> Data {
-        let op = match &enode.head {
+        let (op, index) = match &enode.head {
             Head::Input(index) => {
                 let ty = egraph.analysis.input_types[*index as usize].clone();
                 return Data { ty, value: None, splat: None };
             }
-            Head::Op(key) => key.op(),
+            Head::Op(key) => (key.op(), 0),
+            Head::Result(index, key) => (key.op(), *index as usize),
         };
         let operand_types: SmallVec<[&TensorType; 4]> = enode.children.iter().map(|&id| &egraph[id].data.ty).collect();
         let ty = infer(op, &operand_types)
             .expect("nodes are type-checked before they are added")
             .into_iter()
-            .next()
-            .expect("every op has one result");
+            .nth(index)
+            .expect("the op has this result");
+        if matches!(enode.head, Head::Result(..)) {
+            return Data { ty, value: None, splat: None };
+        }
         let (value, splat) = match op {
             Op::Constant(literal) => ((literal.len() <= SMALL_CONSTANT).then(|| literal.clone()), splat_of(literal)),
             Op::BroadcastInDim { .. } | Op::Reshape(_) | Op::Transpose(_) => {

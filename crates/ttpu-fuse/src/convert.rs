@@ -9,11 +9,13 @@
 use std::collections::HashMap;
 
 use egg::{CostFunction, Extractor, Id};
-use ttpu_ir::{Graph, GraphBuilder, Loc, ValueId};
+use smallvec::SmallVec;
+use ttpu_ir::{Graph, GraphBuilder, Loc, Op, ValueId, WhileLoop};
 
+use crate::FuseOptions;
 use crate::analysis::{FuseAnalysis, FuseGraph};
 use crate::error::{Error, Result};
-use crate::lang::{FNode, Head};
+use crate::lang::{FNode, Head, OpKey};
 
 /// A graph loaded into an e-graph.
 pub(crate) struct Loaded {
@@ -24,8 +26,9 @@ pub(crate) struct Loaded {
     pub(crate) locs: Vec<(Id, Loc)>,
 }
 
-/// Adds every node of `graph` to a fresh e-graph.
-pub(crate) fn load(graph: &Graph) -> Result<Loaded> {
+/// Adds every node of `graph` to a fresh e-graph. A loop's own graphs are fused first, with
+/// `options`: nothing outside a loop rewrites what is inside it.
+pub(crate) fn load(graph: &Graph, options: &FuseOptions) -> Result<Loaded> {
     let input_types = graph.inputs.iter().map(|&input| graph.ty(input).clone()).collect();
     let mut egraph = FuseGraph::new(FuseAnalysis { input_types });
     let mut classes: Vec<Option<Id>> = vec![None; graph.value_count()];
@@ -35,14 +38,26 @@ pub(crate) fn load(graph: &Graph) -> Result<Loaded> {
     }
     let mut locs = Vec::with_capacity(graph.node_count());
     for (_, node) in graph.nodes() {
-        if node.results.len() != 1 {
-            return Err(Error::MultiResult { op: node.op.mnemonic(), results: node.results.len() });
-        }
         let operands: Vec<Id> = node
             .operands
             .iter()
             .map(|operand| classes[operand.index_usize()].expect("a verified graph defines operands before use"))
             .collect();
+        if let Op::While(while_loop) = &node.op {
+            let cond = crate::fuse(&while_loop.cond, options)?.0;
+            let body = crate::fuse(&while_loop.body, options)?.0;
+            let op = Op::While(Box::new(WhileLoop { cond, body }));
+            for (index, &result) in node.results.iter().enumerate() {
+                let index = u32::try_from(index).expect("fewer than 2^32 results");
+                let id = egraph.add(FNode::result(op.clone(), index, &operands));
+                classes[result.index_usize()] = Some(id);
+                locs.push((id, node.loc.clone()));
+            }
+            continue;
+        }
+        if node.results.len() != 1 {
+            return Err(Error::MultiResult { op: node.op.mnemonic(), results: node.results.len() });
+        }
         let id = egraph.add(FNode::op(node.op.clone(), &operands));
         classes[node.results[0].index_usize()] = Some(id);
         locs.push((id, node.loc.clone()));
@@ -127,6 +142,9 @@ pub(crate) fn extract<CF: CostFunction<FNode>>(
         builder.input(data.ty.clone(), data.name.clone());
     }
     let mut built: HashMap<Id, ValueId> = HashMap::new();
+    // The results of each several-result op built so far, by op and operands: the op is built
+    // once, when its first result is needed.
+    let mut multi: HashMap<(&OpKey, Vec<ValueId>), SmallVec<[ValueId; 1]>> = HashMap::new();
     // An explicit stack: chains of thousands of nodes must not overflow the call stack.
     enum Visit<'a> {
         Enter(Id, &'a Loc),
@@ -164,6 +182,21 @@ pub(crate) fn extract<CF: CostFunction<FNode>>(
                             builder
                                 .op(key.op().clone(), &operands)
                                 .map_err(|source| Error::Rebuild { op: key.op().mnemonic(), source })?
+                        }
+                        Head::Result(index, key) => {
+                            let operands: Vec<ValueId> =
+                                node.children.iter().map(|child| built[&egraph.find(*child)]).collect();
+                            let results = match multi.entry((key, operands)) {
+                                std::collections::hash_map::Entry::Occupied(entry) => entry.into_mut(),
+                                std::collections::hash_map::Entry::Vacant(entry) => {
+                                    builder.set_loc(loc.clone());
+                                    let results = builder
+                                        .op_results(key.op().clone(), &entry.key().1)
+                                        .map_err(|source| Error::Rebuild { op: key.op().mnemonic(), source })?;
+                                    entry.insert(results)
+                                }
+                            };
+                            results[*index as usize]
                         }
                     };
                     built.insert(id, value);

@@ -10,7 +10,7 @@ use smallvec::SmallVec;
 use ttpu_ir::{BinaryOp, Dim, Graph, Op, TensorType, UnaryOp, infer};
 
 use crate::analysis::FuseGraph;
-use crate::lang::FNode;
+use crate::lang::{FNode, Head};
 
 /// The size assumed for a symbolic dim.
 const SYMBOL_SIZE: u64 = 64;
@@ -53,10 +53,14 @@ fn unary_flops(op: UnaryOp) -> u64 {
 
 /// The cost of `node` alone, without its operands.
 fn own_cost(egraph: &FuseGraph, node: &FNode) -> Cost {
-    let Some(op) = node.ir_op() else { return Cost(0) };
+    let (op, index) = match &node.head {
+        Head::Input(_) => return Cost(0),
+        Head::Op(key) => (key.op(), 0),
+        Head::Result(index, key) => (key.op(), *index as usize),
+    };
     let operand_types: SmallVec<[&TensorType; 4]> = node.children.iter().map(|&id| &egraph[id].data.ty).collect();
     let Ok(result) = infer(op, &operand_types) else { return Cost::INFINITE };
-    op_cost(op, &operand_types, &result[0])
+    result.get(index).map_or(Cost::INFINITE, |result| op_cost(op, &operand_types, result))
 }
 
 /// The cost of one op with these operand and (first) result types.

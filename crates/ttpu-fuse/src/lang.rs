@@ -82,6 +82,10 @@ pub(crate) enum Head {
     Input(u32),
     /// An IR op with its attributes.
     Op(OpKey),
+    /// Result `n` of an op with several results (a loop's final state). Each result is an
+    /// e-class of its own; the rebuilt graph has the op once. No rule looks inside, so the op
+    /// stays as it is (its own graphs are fused on their own).
+    Result(u32, OpKey),
 }
 
 /// An e-node: a head applied to operand e-classes.
@@ -100,10 +104,16 @@ impl FNode {
         FNode { head: Head::Op(OpKey::new(op)), children: children.into() }
     }
 
-    /// The IR op, unless this is an input leaf.
+    /// One result of an op with several results.
+    pub(crate) fn result(op: Op, index: u32, children: &[Id]) -> FNode {
+        FNode { head: Head::Result(index, OpKey::new(op)), children: children.into() }
+    }
+
+    /// The IR op of a one-result node, which rules may read; none for input leaves and results
+    /// of several-result ops.
     pub(crate) fn ir_op(&self) -> Option<&Op> {
         match &self.head {
-            Head::Input(_) => None,
+            Head::Input(_) | Head::Result(..) => None,
             Head::Op(key) => Some(key.op()),
         }
     }
@@ -134,6 +144,7 @@ impl fmt::Display for FNode {
         match &self.head {
             Head::Input(index) => write!(f, "input{index}"),
             Head::Op(key) => f.write_str(key.op().mnemonic()),
+            Head::Result(index, key) => write!(f, "{}#{index}", key.op().mnemonic()),
         }
     }
 }

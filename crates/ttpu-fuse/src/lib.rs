@@ -89,7 +89,7 @@ fn active_rules(fast_math: bool) -> Vec<rules::Rule> {
 pub fn fuse(graph: &Graph, options: &FuseOptions) -> Result<(Graph, FuseReport)> {
     let _span = tracing::debug_span!("fuse", ops = graph.node_count()).entered();
     ttpu_ir::verify(graph).map_err(Error::InvalidInput)?;
-    let loaded = convert::load(graph)?;
+    let loaded = convert::load(graph, options)?;
     let enodes_before = loaded.egraph.total_number_of_nodes();
     let eclasses_before = loaded.egraph.number_of_classes();
     let active = active_rules(options.fast_math);

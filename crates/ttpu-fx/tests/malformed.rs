@@ -23,6 +23,7 @@ fn sources() -> Vec<(String, String)> {
         "mlp_dynamic",
         "cnn_dynamic",
         "cond_branches",
+        "data_while",
         "signature_variety",
         "buffer_mutation",
         "sequential_input",

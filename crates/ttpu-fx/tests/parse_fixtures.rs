@@ -56,6 +56,8 @@ fn every_fixture_parses_with_matching_counts() {
         ("data_chain", (2, 28, 4)),
         ("data_select", (4, 45, 6)),
         ("data_unique", (4, 56, 15)),
+        ("data_while", (7, 15, 5)),
+        ("data_while_dynamic", (4, 8, 3)),
         ("derived_dim", (1, 2, 1)),
         ("gpt2_block", (14, 59, 1)),
         ("gpt2_block_bf16", (14, 59, 1)),

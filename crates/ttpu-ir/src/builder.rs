@@ -67,8 +67,20 @@ impl GraphBuilder {
         self.graph
     }
 
-    /// Appends `op` on `operands`, inferring its single result type.
+    /// Appends `op` on `operands`, inferring its single result type. An op of several results
+    /// (`while`) goes through [`GraphBuilder::op_results`].
     pub fn op(&mut self, op: Op, operands: &[ValueId]) -> Built {
+        if matches!(op, Op::While(_)) {
+            return Err(InferError {
+                op: op.mnemonic(),
+                message: "has one result per operand; use `op_results`".into(),
+            });
+        }
+        Ok(self.op_results(op, operands)?[0])
+    }
+
+    /// Appends `op` on `operands`, inferring every result type; returns the results in order.
+    pub fn op_results(&mut self, op: Op, operands: &[ValueId]) -> Result<SmallVec<[ValueId; 1]>, InferError> {
         if let Some(unknown) = operands.iter().find(|value| value.index_usize() >= self.graph.value_count()) {
             return Err(InferError { op: op.mnemonic(), message: format!("operand {unknown} is not in this graph") });
         }
@@ -77,7 +89,17 @@ impl GraphBuilder {
             infer(&op, &types)?
         };
         let node = self.graph.push_node(op, operands, result_types, self.loc.clone());
-        Ok(self.graph.node(node).results[0])
+        Ok(self.graph.node(node).results.clone())
+    }
+
+    /// `while(state)`: runs `body` on the state while `cond` of it holds; the final state.
+    pub fn while_loop(
+        &mut self,
+        cond: Graph,
+        body: Graph,
+        state: &[ValueId],
+    ) -> Result<SmallVec<[ValueId; 1]>, InferError> {
+        self.op_results(Op::While(Box::new(crate::WhileLoop { cond, body })), state)
     }
 
     /// A constant tensor.

@@ -38,7 +38,7 @@ pub enum ValueDef {
 }
 
 /// Facts about one value.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ValueData {
     /// Its type.
     pub ty: TensorType,
@@ -49,7 +49,7 @@ pub struct ValueData {
 }
 
 /// One application of an op.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Node {
     /// The primitive and its attributes.
     pub op: Op,
@@ -62,7 +62,7 @@ pub struct Node {
 }
 
 /// A tensor graph: a function from inputs to outputs.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Graph {
     pub(crate) nodes: IdVec<NodeId, Node>,
     pub(crate) values: IdVec<ValueId, ValueData>,

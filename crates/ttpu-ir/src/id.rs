@@ -44,7 +44,7 @@ macro_rules! entity_id {
 pub(crate) use entity_id;
 
 /// An owning arena indexed by a typed id.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq, Hash)]
 pub struct IdVec<K, V> {
     items: Vec<V>,
     marker: PhantomData<K>,

@@ -38,11 +38,11 @@ pub use dim_expr::{Atom, DimExpr};
 pub use dtype::{DType, UnknownDType};
 pub use graph::{Graph, Loc, Node, NodeId, ValueData, ValueDef, ValueId};
 pub use id::{EntityId, IdVec};
-pub use infer::{InferError, infer};
+pub use infer::{InferError, MAX_LOOP_NESTING, infer};
 pub use literal::{Literal, LiteralSizeError, Scalar};
 pub use op::{
     BinaryOp, Collective, CompareDirection, ConvDims, DotDims, FftType, GatherDims, Op, ReduceKind, RngAlgorithm,
-    ScatterDims, ScatterKind, UnaryOp, Window,
+    ScatterDims, ScatterKind, UnaryOp, WhileLoop, Window,
 };
 pub use padding::{PaddingVerdict, PaddingVerdicts, padding_verdicts};
 pub use shape::{Compound, Dim, Shape, SymbolRange, SymbolTable, TensorType};

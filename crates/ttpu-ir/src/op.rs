@@ -558,6 +558,23 @@ pub enum Op {
         /// The transform sizes of the trailing dims (for `irfft`, the real result's sizes).
         length: SmallVec<[i64; 3]>,
     },
+    /// A loop (StableHLO's `while`): the operands are the initial loop state; while `cond` of
+    /// the state is true, `body` maps the state to the next one; the results are the final
+    /// state. One result per operand, of the operand's type.
+    While(Box<WhileLoop>),
+}
+
+/// The two graphs of an [`Op::While`]. Both take the whole loop state (one input per operand of
+/// the loop, of its type); `cond` returns one `bool[]`, `body` returns the next state, of the same
+/// types. Values of the enclosing graph reach them only as loop state (a body passes an
+/// invariant through unchanged), so each is a graph on its own: verified, optimized and printed
+/// like any other.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct WhileLoop {
+    /// The condition: state -> `bool[]`.
+    pub cond: crate::Graph,
+    /// The step: state -> state.
+    pub body: crate::Graph,
 }
 
 /// The transform of an [`Op::Fft`], as StableHLO's `fft_type`.
@@ -698,6 +715,7 @@ impl Op {
             Op::Real => "real",
             Op::Imag => "imag",
             Op::Complex => "complex",
+            Op::While(_) => "while",
             Op::Fft { .. } => "fft",
         }
     }

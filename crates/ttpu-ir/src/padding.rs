@@ -136,7 +136,8 @@ fn mixing_reason(graph: &Graph, node: &Node, symbol: &str) -> Option<String> {
             .iter()
             .map(|&dim| dim as usize)
             .any(|dim| low[dim] != 0 || high[dim] != 0 || interior[dim] != 0),
-        Op::Scatter(_) | Op::RngBitGenerator { .. } | Op::Collective(_) => true,
+        // A loop's graphs are not analysed: its trip count and its state may depend on the padding.
+        Op::Scatter(_) | Op::RngBitGenerator { .. } | Op::Collective(_) | Op::While(_) => true,
         // The size itself is data: padding would change it.
         Op::DimSize(dimension) | Op::ArgSort { dimension, .. } => operand_dims[0].contains(dimension),
     };

@@ -257,6 +257,16 @@ pub struct SymbolTable {
     ranges: IndexMap<Arc<str>, SymbolRange>,
 }
 
+impl std::hash::Hash for SymbolTable {
+    /// `IndexMap`'s equality ignores the order of entries, so the hash must too: entries are
+    /// hashed sorted by name.
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        let mut entries: Vec<_> = self.ranges.iter().collect();
+        entries.sort_by(|a, b| a.0.cmp(b.0));
+        entries.hash(state);
+    }
+}
+
 impl SymbolTable {
     /// Declares `name` with `range`; declaring it again replaces the range.
     pub fn declare(&mut self, name: &str, range: SymbolRange) -> Arc<str> {

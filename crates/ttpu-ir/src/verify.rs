@@ -54,6 +54,13 @@ pub fn verify(graph: &Graph) -> Result<(), VerifyErrors> {
                 _ => errors.push(format!("result {slot} of `{op}` ({node_id}) is not defined by it")),
             }
         }
+        if let crate::Op::While(while_loop) = &node.op {
+            for (part, graph) in [("cond", &while_loop.cond), ("body", &while_loop.body)] {
+                if let Err(VerifyErrors(inner)) = verify(graph) {
+                    errors.extend(inner.into_iter().map(|error| format!("`{op}` ({node_id}) {part}: {error}")));
+                }
+            }
+        }
         if operand_types.len() == node.operands.len() {
             match infer(&node.op, &operand_types) {
                 Ok(types) => {

@@ -179,7 +179,7 @@ fn build_module<'c>(
         })
         .collect();
     let block = Block::new(&arguments);
-    lower_body(context, graph, &block)?;
+    lower_body(context, graph, &block, Terminator::Function)?;
 
     let region = Region::new();
     region.append_block(block);
@@ -246,25 +246,43 @@ fn build_module<'c>(
     Ok(module)
 }
 
-/// Fills the body of `@main`: every node, then `return`.
-fn lower_body<'c>(context: &'c Context, graph: &Graph, block: &Block<'c>) -> Result<(), Error> {
+/// How a lowered graph hands back its outputs.
+#[derive(Clone, Copy)]
+enum Terminator {
+    /// `func.return`: the graph is `@main`.
+    Function,
+    /// `stablehlo.return`: the graph is a region of an op (a loop's condition or body).
+    Region,
+}
+
+/// Fills `block` (whose arguments are the graph's inputs): every node, then the terminator.
+fn lower_body<'c>(context: &'c Context, graph: &Graph, block: &Block<'c>, terminator: Terminator) -> Result<(), Error> {
     let mut values: Vec<Option<Value<'c, '_>>> = vec![None; graph.value_count()];
     let mut sizes = RuntimeSizes::new(graph);
     for (index, &input) in graph.inputs.iter().enumerate() {
-        let argument = block.argument(index).map_err(|error| internal("reading a function argument", error))?;
+        let argument = block.argument(index).map_err(|error| internal("reading a block argument", error))?;
         values[input.index_usize()] = Some(argument.into());
     }
     for (_, node) in graph.nodes() {
-        let [result] = node.results[..] else {
-            return Err(Error::Internal {
-                message: format!("`{}` has {} results", node.op.mnemonic(), node.results.len()),
-            });
-        };
         let operands = node
             .operands
             .iter()
             .map(|&operand| lookup(&values, operand))
             .collect::<Result<SmallVec<[Value<'c, '_>; 4]>, Error>>()?;
+        if let Op::While(while_loop) = &node.op {
+            let operation = lower_while(context, graph, node, while_loop, &operands)?;
+            let defined = block.append_operation(operation);
+            for (slot, &result) in node.results.iter().enumerate() {
+                let value = defined.result(slot).map_err(|error| internal("reading a loop result", error))?;
+                values[result.index_usize()] = Some(value.into());
+            }
+            continue;
+        }
+        let [result] = node.results[..] else {
+            return Err(Error::Internal {
+                message: format!("`{}` has {} results", node.op.mnemonic(), node.results.len()),
+            });
+        };
         let result_type = graph.ty(result);
         let operation = match dynamic_form(node, result_type) {
             true => lower_dynamic_node(context, graph, block, &mut sizes, node, &operands, result_type)?,
@@ -279,8 +297,35 @@ fn lower_body<'c>(context: &'c Context, graph: &Graph, block: &Block<'c>) -> Res
     }
     let outputs =
         graph.outputs.iter().map(|&output| lookup(&values, output)).collect::<Result<Vec<Value<'c, '_>>, Error>>()?;
-    block.append_operation(func::r#return(&outputs, Location::unknown(context)));
+    let unknown = Location::unknown(context);
+    block.append_operation(match terminator {
+        Terminator::Function => func::r#return(&outputs, unknown),
+        Terminator::Region => ops::r#return(&outputs, unknown)?,
+    });
     Ok(())
+}
+
+/// `stablehlo.while`: each of the loop's graphs becomes a region whose block arguments are the
+/// loop state.
+fn lower_while<'c>(
+    context: &'c Context,
+    graph: &Graph,
+    node: &Node,
+    while_loop: &ttpu_ir::WhileLoop,
+    operands: &[Value<'c, '_>],
+) -> Result<Operation<'c>, Error> {
+    let loc = location(context, &node.loc);
+    let state =
+        node.results.iter().map(|&result| tensor_type(context, graph.ty(result))).collect::<Result<Vec<_>, Error>>()?;
+    let region = |part: &Graph| -> Result<Region<'c>, Error> {
+        let arguments: Vec<(Type<'c>, Location<'c>)> = state.iter().map(|&ty| (ty, loc)).collect();
+        let block = Block::new(&arguments);
+        lower_body(context, part, &block, Terminator::Region)?;
+        let region = Region::new();
+        region.append_block(block);
+        Ok(region)
+    };
+    ops::while_loop(operands, &state, region(&while_loop.cond)?, region(&while_loop.body)?, loc)
 }
 
 /// Whether `node` needs a shape-polymorphic op: its result shape (or a slice bound) is only
@@ -640,6 +685,7 @@ fn lower_node<'c>(
             let dtype = operand_dtype();
             ops::sort(context, operands[0], positions.into(), *dimension, *descending, dtype, [keys, result], loc)
         }
+        Op::While(_) => Err(Error::Internal { message: "a loop reached the one-result lowering".into() }),
         Op::DimSize(dimension) => {
             // `get_dimension_size` answers in i32; the IR's sizes are i64.
             let size = block.append_operation(ops::get_dimension_size(context, operands[0], *dimension, loc)?);

@@ -264,6 +264,17 @@ pub(crate) fn r#return<'c>(values: &[Value<'c, '_>], location: Location<'c>) -> 
     build("stablehlo.return", location, values, &[], &[], Vec::new())
 }
 
+/// `stablehlo.while` over the loop state `operands`, with the `cond` and `body` regions built.
+pub(crate) fn while_loop<'c>(
+    operands: &[Value<'c, '_>],
+    results: &[Type<'c>],
+    cond: Region<'c>,
+    body: Region<'c>,
+    location: Location<'c>,
+) -> Result<Operation<'c>, Error> {
+    build("stablehlo.while", location, operands, results, &[], vec![cond, body])
+}
+
 // ---------------------------------------------------------------------------------------------
 // Elementwise ops with attributes or three operands.
 // ---------------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use ttpu_ir::{GraphBuilder, Loc, SymbolRange, TensorType};
+use ttpu_ir::{GraphBuilder, Loc, SymbolRange, TensorType, ValueId};
 
 use super::args::{self, Val};
 use super::ctx::{Cx, Imported, MAX_ELEMENTS, Site, element_count};
@@ -496,6 +496,9 @@ impl<'a> Walk<'a> {
         if target == "higher_order.cond" {
             return self.cond(args, kwargs);
         }
+        if target == "higher_order.while_loop" {
+            return self.while_loop(args, kwargs);
+        }
         if target == "operator.getitem" {
             let ([Arg::Name(base, base_span), Arg::Int(index)], []) = (args, kwargs) else {
                 return Err(self.cx.bad("expects a node name and an int index"));
@@ -568,17 +571,7 @@ impl<'a> Walk<'a> {
                 _ => Err(self.cx.bad("cond operands must be names or ints")),
             })
             .collect::<Result<Vec<_>>>()?;
-        let branch = |walk: &Self, name: &str| -> Result<&'a Submodule> {
-            match walk.env.get(name) {
-                Some(Imported::Submodule(submodule)) => walk
-                    .scope
-                    .iter()
-                    .find(|candidate| candidate.name == *submodule)
-                    .ok_or_else(|| walk.cx.bad(format!("the graph has no submodule `{submodule}`"))),
-                _ => Err(walk.cx.bad(format!("`{name}` is not a submodule"))),
-            }
-        };
-        let (on_true, on_false) = (branch(self, on_true)?, branch(self, on_false)?);
+        let (on_true, on_false) = (self.submodule(on_true)?, self.submodule(on_false)?);
         let pred = match pred {
             Imported::SymBool(Some(known)) => {
                 let taken = if known { on_true } else { on_false };
@@ -625,6 +618,128 @@ impl<'a> Walk<'a> {
     /// Imports `submodule`'s graph inline on `operands` (its placeholders, in order) and returns
     /// what it returns. Its names are its own: the enclosing graph's are set aside meanwhile, and
     /// the caller's node is again the one errors and new nodes point at afterwards.
+    /// The submodule the node `name` reads (`name = self.true_graph_0`).
+    fn submodule(&self, name: &str) -> Result<&'a Submodule> {
+        match self.env.get(name) {
+            Some(Imported::Submodule(submodule)) => self
+                .scope
+                .iter()
+                .find(|candidate| candidate.name == *submodule)
+                .ok_or_else(|| self.cx.bad(format!("the graph has no submodule `{submodule}`"))),
+            _ => Err(self.cx.bad(format!("`{name}` is not a submodule"))),
+        }
+    }
+
+    /// `while_loop(cond_fn, body_fn, carried_inputs, additional_inputs)`: one IR `while` whose
+    /// state is the carried inputs followed by the additional ones (which the body passes through
+    /// unchanged); its results are the final carried values. The two submodules become the
+    /// loop's own graphs, so the loop runs on the device for as many steps as the data asks.
+    fn while_loop(&mut self, args: &[Arg], kwargs: &[(String, Arg)]) -> Result<Imported> {
+        let ([Arg::Name(cond_name, _), Arg::Name(body_name, _), Arg::Tuple(carried), Arg::Tuple(additional)], []) =
+            (args, kwargs)
+        else {
+            return Err(self
+                .cx
+                .bad("expects two submodules, a tuple of carried inputs and a tuple of additional inputs"));
+        };
+        let (cond_module, body_module) = (self.submodule(cond_name)?, self.submodule(body_name)?);
+        let mut state = Vec::with_capacity(carried.len() + additional.len());
+        for (index, operand) in carried.iter().chain(additional).enumerate() {
+            let what = if index < carried.len() { "carried input" } else { "additional input" };
+            match operand {
+                Arg::Name(name, span) => match self.env.get(name) {
+                    Some(Imported::Tensor(value)) => state.push(*value),
+                    Some(_) => {
+                        return Err(self.cx.bad(format!(
+                            "{what} `{name}` is not a tensor; a loop's state must be tensors (carry an int as a \
+                             0-d tensor)"
+                        )));
+                    }
+                    None => return Err(Error::UndefinedName { at: self.location(*span), name: name.clone() }),
+                },
+                _ => return Err(self.cx.bad(format!("{what} {index} is not a tensor"))),
+            }
+        }
+        if carried.is_empty() {
+            return Err(self.cx.bad("a loop needs at least one carried input"));
+        }
+        let types: Vec<TensorType> = state.iter().map(|&value| self.cx.b.ty(value).clone()).collect();
+        let cond = self.loop_graph(cond_module, &types, |walk, _, outputs| match outputs[..] {
+            [Imported::Tensor(pred)] if *walk.cx.b.ty(pred) == TensorType::scalar(ttpu_ir::DType::Bool) => {
+                Ok(vec![pred])
+            }
+            [Imported::Tensor(pred)] => Err(walk.cx.bad(format!(
+                "`{}` returns {}; a loop condition must be a bool[] tensor",
+                cond_module.name,
+                walk.cx.b.ty(pred)
+            ))),
+            _ => Err(walk.cx.bad(format!("`{}` must return one bool[] tensor", cond_module.name))),
+        })?;
+        let carried_count = carried.len();
+        let body = self.loop_graph(body_module, &types, |walk, inputs, outputs| {
+            if outputs.len() != carried_count {
+                return Err(walk.cx.bad(format!(
+                    "`{}` returns {} values for {carried_count} carried inputs",
+                    body_module.name,
+                    outputs.len()
+                )));
+            }
+            let mut next = Vec::with_capacity(inputs.len());
+            for (index, output) in outputs.iter().enumerate() {
+                let Imported::Tensor(value) = output else {
+                    return Err(walk.cx.bad(format!("result {index} of `{}` is not a tensor", body_module.name)));
+                };
+                let (found, wanted) = (walk.cx.b.ty(*value), walk.cx.b.ty(inputs[index]));
+                if found != wanted {
+                    return Err(walk.cx.bad(format!(
+                        "result {index} of `{}` is {found} but carried input {index} is {wanted}; a loop keeps \
+                         its state's types",
+                        body_module.name
+                    )));
+                }
+                next.push(*value);
+            }
+            // The additional inputs pass through unchanged.
+            next.extend_from_slice(&inputs[carried_count..]);
+            Ok(next)
+        })?;
+        let results = self.cx.b.while_loop(cond, body, &state).map_err(|error| self.cx.bad(error.to_string()))?;
+        Ok(Imported::Tuple(results[..carried_count].iter().map(|&value| Imported::Tensor(value)).collect()))
+    }
+
+    /// One graph of a loop: `submodule` imported into a graph of its own whose inputs are the
+    /// loop state (`types`); `outputs` turns the submodule's results into the graph's outputs.
+    fn loop_graph(
+        &mut self,
+        submodule: &'a Submodule,
+        types: &[TensorType],
+        outputs: impl FnOnce(&Self, &[ValueId], Vec<Imported>) -> Result<Vec<ValueId>>,
+    ) -> Result<ttpu_ir::Graph> {
+        let mut inner = GraphBuilder::new();
+        inner.graph_mut().symbols = self.cx.b.graph().symbols.clone();
+        inner.set_loc(self.cx.b.loc().clone());
+        let inputs: Vec<ValueId> = types.iter().map(|ty| inner.input(ty.clone(), None)).collect();
+        let outer = std::mem::replace(&mut self.cx.b, inner);
+        let (draws, pending) = (self.cx.rng_draws, self.cx.pending.len());
+        let operands: Vec<Imported> = inputs.iter().map(|&value| Imported::Tensor(value)).collect();
+        let result = self.subgraph(submodule, &operands).and_then(|results| {
+            if self.cx.rng_draws != draws {
+                // One generator state per op is fixed at import: every step would draw the same numbers.
+                return Err(self
+                    .cx
+                    .bad(format!("`{}` draws random numbers, which a loop cannot do yet", submodule.name)));
+            }
+            if self.cx.pending.len() != pending {
+                return Err(self
+                    .cx
+                    .bad(format!("`{}` has a size the data decides, which a loop cannot carry", submodule.name)));
+            }
+            outputs(self, &inputs, results)
+        });
+        let inner = std::mem::replace(&mut self.cx.b, outer);
+        Ok(inner.finish(&result?))
+    }
+
     fn subgraph(&mut self, submodule: &'a Submodule, operands: &[Imported]) -> Result<Vec<Imported>> {
         if submodule.placeholders.len() != operands.len() {
             return Err(self.cx.bad(format!(

@@ -5,6 +5,8 @@
 
 mod collective;
 mod complex;
+mod control;
+pub use control::MAX_LOOP_NESTING;
 mod conv;
 mod elementwise;
 mod gather;
@@ -48,7 +50,7 @@ pub fn infer(op: &Op, operand_types: &[&TensorType]) -> Result<SmallVec<[TensorT
         Op::Real | Op::Imag | Op::Fft { .. } => Some(1),
         Op::Complex => Some(2),
         Op::Select | Op::Clamp | Op::Scatter(_) => Some(3),
-        Op::Concatenate(_) => None,
+        Op::Concatenate(_) | Op::While(_) => None,
     };
     if let Some(arity) = expected_arity
         && operand_types.len() != arity
@@ -56,6 +58,7 @@ pub fn infer(op: &Op, operand_types: &[&TensorType]) -> Result<SmallVec<[TensorT
         return fail(op, format!("expected {arity} operands, found {}", operand_types.len()));
     }
     let ty = match op {
+        Op::While(while_loop) => return control::while_loop(op, while_loop, operand_types),
         Op::Constant(literal) => literal.ty(),
         Op::Iota { dtype, .. } if dtype.is_bool() || dtype.is_complex() => {
             return fail(op, format!("not defined for {dtype}"));

@@ -19,6 +19,8 @@ pub(crate) enum Attr {
     Literal(Literal),
     /// A symbolic size (`s0`, `2*s0 + 1`); a static one is an `Int`.
     Dim(Dim),
+    /// A graph of the text, by name (`@while0_body`).
+    Graph(String),
 }
 
 impl fmt::Display for Attr {
@@ -28,6 +30,7 @@ impl fmt::Display for Attr {
             Attr::Bool(value) => write!(f, "{value}"),
             Attr::Ident(name) => f.write_str(name),
             Attr::Dim(dim) => write!(f, "{dim}"),
+            Attr::Graph(name) => write!(f, "@{name}"),
             Attr::List(items) => {
                 f.write_str("[")?;
                 for (index, item) in items.iter().enumerate() {
@@ -165,6 +168,8 @@ pub(crate) fn op_attrs(op: &Op) -> Vec<(&'static str, Attr)> {
         Op::ArgSort { dimension, descending } => {
             vec![("dimension", Attr::Int(*dimension)), ("descending", Attr::Bool(*descending))]
         }
+        // The printer names the loop's graphs.
+        Op::While(_) => vec![],
         Op::Collective(collective) => {
             let groups = |groups: &[Vec<i64>]| Attr::List(groups.iter().map(|group| ints(group)).collect());
             let kind = |kind: &ReduceKind| Attr::Ident(kind.mnemonic().into());

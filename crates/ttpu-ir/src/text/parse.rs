@@ -3,13 +3,21 @@
 //! The grammar is exactly what [`super::print`] writes; blank lines are also accepted:
 //!
 //! ```text
-//! text   := symbol* "graph" "@main" "(" params? ")" "->" "(" types? ")" "{" NL node* return "}" NL?
+//! text   := symbol* graph* main
+//! graph  := "graph" GLOBAL "(" params? ")" "->" "(" types? ")" "{" NL node* return "}" NL?
+//! main   := a graph named "@main", last
 //! symbol := "symbol" NAME "in" "[" INT "," (INT | "inf") "]" NL
 //! param  := VALUE ":" type STRING?
 //! node   := VALUE ":" type ("," VALUE ":" type)* "=" NAME "(" values? ")" ("{" attrs? "}")? COMMENT? NL
 //! return := "return" values? NL
 //! type   := DTYPE "[" (INT | SYMBOL) ("," (INT | SYMBOL))* "]"
-//! attr   := NAME "=" (INT | "true" | "false" | NAME | "[" attr-values "]" | "dense<" scalar-or-list ">")
+//! attr   := NAME "=" (INT | "true" | "false" | NAME | GLOBAL | "[" attr-values "]" | "dense<" scalar-or-list ">")
+//! ```
+//!
+//! A `while` node names the graphs of its condition and body (`{cond = @while0_cond, body =
+//! @while0_body}`), defined above it; the printer numbers them in print order.
+//!
+//! ```text
 //! ```
 //!
 //! Value numbers are names: the text may number values any way it likes as long as every use
@@ -20,7 +28,9 @@
 use std::collections::HashMap;
 
 use super::attrs::{Attr, AttrReader, op_from_attrs};
-use crate::{DType, Dim, DimExpr, Graph, GraphBuilder, Literal, Loc, Scalar, Shape, SymbolRange, TensorType, ValueId};
+use crate::{
+    DType, Dim, DimExpr, Graph, GraphBuilder, Literal, Loc, Op, Scalar, Shape, SymbolRange, TensorType, ValueId,
+};
 
 /// A syntax or type error in IR text, with its position.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -37,7 +47,8 @@ pub struct ParseError {
 /// Parses IR text printed by [`super::print`].
 pub fn parse(text: &str) -> Result<Graph, ParseError> {
     let tokens = lex(text)?;
-    Parser { tokens, pos: 0, builder: GraphBuilder::new(), values: HashMap::new(), nesting: 0 }.graph()
+    Parser { tokens, pos: 0, builder: GraphBuilder::new(), values: HashMap::new(), nesting: 0, graphs: HashMap::new() }
+        .text()
 }
 
 /// How deeply attribute lists may nest; deeper input is rejected instead of exhausting the stack.
@@ -303,6 +314,9 @@ struct Parser {
     /// Parentheses open in the size expression being parsed: bounded, so hostile text cannot
     /// exhaust the stack.
     nesting: usize,
+    /// The graphs parsed so far that a loop may still name, by name (without `@`). Each is
+    /// taken by the one loop that names it.
+    graphs: HashMap<String, (Graph, Token)>,
 }
 
 type Parsed<T> = Result<T, ParseError>;
@@ -374,19 +388,49 @@ impl Parser {
         }
     }
 
-    fn graph(mut self) -> Parsed<Graph> {
+    /// The symbols, the loop graphs, then `@main`.
+    fn text(mut self) -> Parsed<Graph> {
         self.skip_blank_lines();
         while self.peek().is_ident("symbol") {
             self.symbol()?;
             self.skip_blank_lines();
         }
-        self.expect_keyword("graph")?;
-        match &self.peek().tok {
-            Tok::Global(name) if name == "main" => {
-                self.next();
+        let symbols = self.builder.graph().symbols.clone();
+        loop {
+            self.expect_keyword("graph")?;
+            let name_token = self.peek().clone();
+            let Tok::Global(name) = &name_token.tok else {
+                return self.expected("a graph name like `@main`");
+            };
+            self.next();
+            if self.graphs.contains_key(name) {
+                return Err(name_token.error(format!("graph `@{name}` is defined twice")));
             }
-            _ => return self.expected("`@main`"),
+            // Every graph sees the symbols declared at the top.
+            let mut builder = GraphBuilder::new();
+            builder.graph_mut().symbols = symbols.clone();
+            self.builder = builder;
+            self.values.clear();
+            let graph = self.graph()?;
+            self.skip_blank_lines();
+            if name == "main" {
+                if self.peek().tok != Tok::Eof {
+                    return self.expected("end of input after `@main`");
+                }
+                if let Some((unused, (_, token))) = self.graphs.iter().min_by_key(|(_, (_, token))| token.line) {
+                    return Err(token.error(format!("graph `@{unused}` is defined but no loop uses it")));
+                }
+                return Ok(graph);
+            }
+            if self.peek().tok == Tok::Eof {
+                return self.expected("`graph @main`");
+            }
+            self.graphs.insert(name.clone(), (graph, name_token.clone()));
         }
+    }
+
+    /// One graph after its name: parameters, signature and body.
+    fn graph(&mut self) -> Parsed<Graph> {
         self.expect_punct('(')?;
         if !self.eat_punct(')') {
             loop {
@@ -429,11 +473,8 @@ impl Parser {
         let outputs = self.return_line(&signature)?;
         self.skip_blank_lines();
         self.expect_punct('}')?;
-        self.skip_blank_lines();
-        if self.peek().tok != Tok::Eof {
-            return self.expected("end of input");
-        }
-        Ok(self.builder.finish(&outputs))
+        let builder = std::mem::take(&mut self.builder);
+        Ok(builder.finish(&outputs))
     }
 
     /// `symbol s77 in [2, 1024]`, or `inf` for no upper bound.
@@ -751,7 +792,12 @@ impl Parser {
         self.expect_newline()?;
 
         let named: Vec<String> = attrs.iter().map(|(_, value)| format!("`{value}`")).collect();
-        let op = op_from_attrs(mnemonic, AttrReader::new(attrs), result_type).map_err(|message| {
+        let op = if mnemonic == "while" {
+            self.while_op(attrs, &keys, &mnemonic_token)?
+        } else {
+            op_from_attrs(mnemonic, AttrReader::new(attrs), result_type)
+        };
+        let op = op.map_err(|message| {
             // Point at the attribute the message names, or whose value it quotes, if any.
             let token = keys
                 .iter()
@@ -761,17 +807,15 @@ impl Parser {
             token.error(message)
         })?;
         self.builder.set_loc(loc);
-        self.builder.op(op, &operands).map_err(|error| mnemonic_token.error(error.to_string()))?;
-        let graph = self.builder.graph();
-        let (_, node) = graph.nodes().last().expect("a node was just added");
-        if node.results.len() != results.len() {
+        let node_results =
+            self.builder.op_results(op, &operands).map_err(|error| mnemonic_token.error(error.to_string()))?;
+        if node_results.len() != results.len() {
             return Err(mnemonic_token.error(format!(
                 "`{mnemonic}` has {} results, the text names {}",
-                node.results.len(),
+                node_results.len(),
                 results.len()
             )));
         }
-        let node_results = node.results.clone();
         for (declared, &value) in results.iter().zip(&node_results) {
             let inferred = self.builder.ty(value);
             if &declared.ty != inferred {
@@ -783,6 +827,35 @@ impl Parser {
             self.define(&declared.token, value);
         }
         Ok(())
+    }
+
+    /// `while` names its two graphs, `{cond = @..., body = @...}`; each must be defined above
+    /// and is used by this loop alone.
+    fn while_op(
+        &mut self,
+        attrs: Vec<(String, Attr)>,
+        keys: &[(String, Token)],
+        mnemonic: &Token,
+    ) -> Parsed<Result<Op, String>> {
+        let mut take = |part: &str| -> Parsed<Result<Graph, String>> {
+            let Some((_, value)) = attrs.iter().find(|(key, _)| key == part) else {
+                return Ok(Err(format!("`while` needs the attribute `{part}`")));
+            };
+            let token = keys.iter().find(|(key, _)| key == part).map_or(mnemonic, |(_, token)| token);
+            let Attr::Graph(name) = value else {
+                return Err(token.error(format!("attribute `{part}` must name a graph like `@while0_{part}`")));
+            };
+            match self.graphs.remove(name) {
+                Some((graph, _)) => Ok(Ok(graph)),
+                None => Err(token.error(format!("no graph `@{name}` is defined above (or another loop uses it)"))),
+            }
+        };
+        let cond = take("cond")?;
+        let body = take("body")?;
+        if let Some((key, token)) = keys.iter().find(|(key, _)| key != "cond" && key != "body") {
+            return Err(token.error(format!("`while` has no attribute `{key}`")));
+        }
+        Ok(cond.and_then(|cond| Ok(Op::While(Box::new(crate::WhileLoop { cond, body: body? })))))
     }
 
     /// One attribute value; `dtype` is the element type of `dense<...>` literals.
@@ -810,6 +883,7 @@ impl Parser {
                 return self.dense(dtype);
             }
             Tok::Ident(word) => Attr::Ident(word.clone()),
+            Tok::Global(name) => Attr::Graph(name.clone()),
             Tok::Punct('[') => {
                 if depth >= MAX_NESTING {
                     return Err(token.error("attribute lists nest too deeply"));
@@ -987,6 +1061,40 @@ mod tests {
             error(&deep(100_000)),
             format!("2:{}: size expression nested more than {MAX_NESTING} deep", 21 + MAX_NESTING)
         );
+    }
+
+    #[test]
+    fn deep_loop_nesting_is_an_error_not_a_stack_overflow() {
+        // Loop `k` runs loop `k - 1` in its body; `@main` runs the outermost.
+        let nested = |depth: usize| {
+            let mut text = String::new();
+            for k in 0..depth {
+                text += &format!(
+                    "graph @c{k}(%0: f32[2]) -> (bool[]) {{\n  %1: bool[2] = compare(%0, %0) {{direction = NE}}\n  \
+                     %2: bool[] = reduce(%1) {{kind = or, dimensions = [0]}}\n  return %2\n}}\n"
+                );
+                text += &match k {
+                    0 => "graph @b0(%0: f32[2]) -> (f32[2]) {\n  return %0\n}\n".to_owned(),
+                    _ => format!(
+                        "graph @b{k}(%0: f32[2]) -> (f32[2]) {{\n  %1: f32[2] = while(%0) {{cond = @c{}, body = @b{}}}\n  \
+                         return %1\n}}\n",
+                        k - 1,
+                        k - 1
+                    ),
+                };
+            }
+            let last = depth - 1;
+            text + &format!(
+                "graph @main(%0: f32[2] \"x\") -> (f32[2]) {{\n  %1: f32[2] = while(%0) {{cond = @c{last}, body = \
+                 @b{last}}}\n  return %1\n}}\n"
+            )
+        };
+        let max = crate::MAX_LOOP_NESTING;
+        let graph = parse(&nested(max)).unwrap();
+        crate::verify(&graph).unwrap();
+        let line = 9 * max + 10; // the loop of `@main`
+        assert_eq!(error(&nested(max + 1)), format!("{line}:16: `while`: loops nest more than {max} deep"));
+        assert!(error(&nested(5_000)).ends_with(&format!("`while`: loops nest more than {max} deep")));
     }
 
     #[test]

@@ -2,11 +2,38 @@
 
 use std::fmt::Write;
 
-use super::attrs::op_attrs;
-use crate::{Graph, ValueId};
+use super::attrs::{Attr, op_attrs};
+use crate::{Graph, Op, ValueId};
 
-/// Prints `graph` in the IR text form.
+/// Prints `graph` in the IR text form. The graphs of its loops come first, each named
+/// `@whileN_cond` / `@whileN_body` (numbered in print order, inner loops before outer ones), and
+/// `@main` last.
 pub fn print(graph: &Graph) -> String {
+    let mut out = String::new();
+    for (symbol, range) in graph.symbols.iter() {
+        match range.max {
+            Some(max) => writeln!(out, "symbol {symbol} in [{}, {max}]", range.min),
+            None => writeln!(out, "symbol {symbol} in [{}, inf]", range.min),
+        }
+        .expect("writing to a String cannot fail");
+    }
+    let mut loops = 0;
+    print_graph(graph, "main", &mut loops, &mut out);
+    out
+}
+
+/// Prints the loop graphs `graph` uses, then `graph` itself as `@name`.
+fn print_graph(graph: &Graph, graph_name: &str, loops: &mut usize, out: &mut String) {
+    let mut loop_names: Vec<Option<usize>> = vec![None; graph.node_count()];
+    for (node_id, node) in graph.nodes() {
+        if let Op::While(while_loop) = &node.op {
+            let number = *loops;
+            *loops += 1;
+            print_graph(&while_loop.cond, &format!("while{number}_cond"), loops, out);
+            print_graph(&while_loop.body, &format!("while{number}_body"), loops, out);
+            loop_names[node_id.index_usize()] = Some(number);
+        }
+    }
     let mut numbers = vec![u32::MAX; graph.value_count()];
     let mut next = 0u32;
     let mut number = |value: ValueId, numbers: &mut Vec<u32>| {
@@ -23,15 +50,7 @@ pub fn print(graph: &Graph) -> String {
     }
     let name = |value: ValueId| format!("%{}", numbers[value.index_usize()]);
 
-    let mut out = String::new();
-    for (symbol, range) in graph.symbols.iter() {
-        match range.max {
-            Some(max) => writeln!(out, "symbol {symbol} in [{}, {max}]", range.min),
-            None => writeln!(out, "symbol {symbol} in [{}, inf]", range.min),
-        }
-        .expect("writing to a String cannot fail");
-    }
-    out.push_str("graph @main(");
+    write!(out, "graph @{graph_name}(").expect("writing to a String cannot fail");
     for (index, &input) in graph.inputs.iter().enumerate() {
         if index > 0 {
             out.push_str(", ");
@@ -50,7 +69,7 @@ pub fn print(graph: &Graph) -> String {
         write!(out, "{}", graph.ty(output)).expect("writing to a String cannot fail");
     }
     out.push_str(") {\n");
-    for (_, node) in graph.nodes() {
+    for (node_id, node) in graph.nodes() {
         out.push_str("  ");
         for (index, &result) in node.results.iter().enumerate() {
             if index > 0 {
@@ -66,7 +85,11 @@ pub fn print(graph: &Graph) -> String {
             out.push_str(&name(operand));
         }
         out.push(')');
-        let attrs = op_attrs(&node.op);
+        let mut attrs = op_attrs(&node.op);
+        if let Some(number) = loop_names[node_id.index_usize()] {
+            attrs.push(("cond", Attr::Graph(format!("while{number}_cond"))));
+            attrs.push(("body", Attr::Graph(format!("while{number}_body"))));
+        }
         if !attrs.is_empty() {
             out.push_str(" {");
             for (index, (key, value)) in attrs.iter().enumerate() {
@@ -92,5 +115,4 @@ pub fn print(graph: &Graph) -> String {
         out.push_str(&name(output));
     }
     out.push_str("\n}\n");
-    out
 }
