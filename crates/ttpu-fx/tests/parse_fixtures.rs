@@ -52,6 +52,7 @@ fn every_fixture_parses_with_matching_counts() {
         ("cnn_bf16", (12, 12, 1)),
         ("cnn_dynamic", (12, 13, 1)),
         ("cnn_pool_variants", (6, 14, 3)),
+        ("cnn_spatial_dynamic", (12, 12, 5)),
         ("cond_branches", (4, 7, 2)),
         ("data_chain", (2, 28, 4)),
         ("data_select", (4, 45, 6)),
