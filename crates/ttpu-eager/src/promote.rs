@@ -1,12 +1,13 @@
-//! PyTorch's type promotion (`torch.result_type`) and broadcasting, on dtypes and static shapes.
+//! How eager operands take part in PyTorch's type promotion (the rules themselves are
+//! [`ttpu_torch::promote`]'s), and broadcasting and dim checks on static shapes.
 //!
-//! Promotion follows PyTorch's three priorities: tensors with dims, then zero-dim tensors, then
-//! Rust scalars ("wrapped numbers"). A lower priority only matters when it is of a higher
-//! category (bool < integer < float): `i64[3] + 2.5` is `f32`, but `f32[3] + f64[]` stays `f32`.
-//! A float scalar counts as the default dtype `f32`, an integer scalar as `i64`.
+//! Promotion has three priorities: tensors with dims, then zero-dim tensors, then Rust scalars
+//! ("wrapped numbers"). A lower priority only matters when it is of a higher category (bool <
+//! integer < float): `i64[3] + 2.5` is `f32`, but `f32[3] + f64[]` stays `f32`.
 
 use smallvec::SmallVec;
-use ttpu_ir::{DType, Dim, Scalar, Shape};
+use ttpu_ir::{DType, Dim, Shape};
+use ttpu_torch::promote::{DEFAULT_FLOAT, Participant, category};
 
 use crate::{Error, Result};
 
@@ -28,103 +29,20 @@ impl Priority {
     }
 }
 
-/// The dtype of a Rust scalar as it takes part in promotion as a Python number (of
-/// [`Priority::Wrapped`]): only its category counts.
-pub(crate) fn scalar_dtype(scalar: Scalar) -> DType {
-    match scalar {
-        Scalar::Float(_) => DType::F64,
-        Scalar::Int(_) => DType::I64,
-        Scalar::Bool(_) => DType::Bool,
-    }
-}
+pub(crate) use ttpu_torch::promote::{promote_types, scalar_dtype};
 
-fn category(dtype: DType) -> u8 {
-    if dtype.is_float() {
-        2
-    } else if dtype.is_bool() {
-        0
-    } else {
-        1
-    }
-}
-
-/// `torch.promote_types` for two dtypes.
-pub(crate) fn promote_types(lhs: DType, rhs: DType) -> DType {
-    use DType::*;
-    if lhs == rhs {
-        return lhs;
-    }
-    match (category(lhs), category(rhs)) {
-        (0, _) => rhs,
-        (_, 0) => lhs,
-        (2, 1) => lhs,
-        (1, 2) => rhs,
-        (2, 2) => match (lhs, rhs) {
-            // Neither half type holds the other, so PyTorch meets them at f32.
-            (F16, BF16) | (BF16, F16) => F32,
-            _ if float_rank(lhs) >= float_rank(rhs) => lhs,
-            _ => rhs,
-        },
-        _ => match (lhs, rhs) {
-            // u8 and a signed type of one byte meet at the next wider signed type.
-            (U8, I8) | (I8, U8) => I16,
-            (U8, other) | (other, U8) => other,
-            _ if int_rank(lhs) >= int_rank(rhs) => lhs,
-            _ => rhs,
-        },
-    }
-}
-
-fn float_rank(dtype: DType) -> u8 {
-    match dtype {
-        DType::F64 => 3,
-        DType::F32 => 2,
-        _ => 1,
-    }
-}
-
-fn int_rank(dtype: DType) -> u8 {
-    match dtype {
-        DType::I64 => 4,
-        DType::I32 => 3,
-        DType::I16 => 2,
-        _ => 1,
-    }
-}
-
-/// The dtype a wrapped scalar of `dtype` counts as.
-fn wrapped_dtype(dtype: DType) -> DType {
-    if dtype.is_float() {
-        DType::F32
-    } else if dtype.is_bool() {
-        DType::Bool
-    } else {
-        DType::I64
-    }
-}
-
-/// PyTorch's `combine_categories`: the higher priority wins unless the lower one is of a higher
-/// category.
-fn combine(higher: Option<DType>, lower: Option<DType>) -> Option<DType> {
-    match (higher, lower) {
-        (Some(higher), Some(lower)) if category(lower) > category(higher) => Some(promote_types(higher, lower)),
-        (Some(higher), _) => Some(higher),
-        (None, lower) => lower,
-    }
-}
-
-/// `torch.result_type` of operands given as (dtype, priority).
+/// `torch.result_type` of operands given as (dtype, priority), by PyTorch's rules in
+/// [`ttpu_torch::promote`]; a wrapped scalar counts by its category only.
 pub(crate) fn result_type(operands: &[(DType, Priority)]) -> DType {
-    let mut tiers: [Option<DType>; 3] = [None; 3];
-    for &(dtype, priority) in operands {
-        let (tier, dtype) = match priority {
-            Priority::Dimensioned => (0, dtype),
-            Priority::ZeroDim => (1, dtype),
-            Priority::Wrapped => (2, wrapped_dtype(dtype)),
-        };
-        tiers[tier] = Some(tiers[tier].map_or(dtype, |current| promote_types(current, dtype)));
-    }
-    combine(tiers[0], combine(tiers[1], tiers[2])).unwrap_or(DType::F32)
+    let participants: SmallVec<[Participant; 4]> = operands
+        .iter()
+        .map(|&(dtype, priority)| match priority {
+            Priority::Dimensioned => Participant::Dim(dtype),
+            Priority::ZeroDim => Participant::ZeroDim(dtype),
+            Priority::Wrapped => Participant::Scalar(category(dtype)),
+        })
+        .collect();
+    ttpu_torch::promote::result_type(&participants).unwrap_or(DEFAULT_FLOAT)
 }
 
 /// Static sizes of `shape`; eager tensors always have them.

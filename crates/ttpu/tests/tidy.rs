@@ -12,20 +12,26 @@ fn root() -> PathBuf {
 const ALLOWED_EDGES: &[(&str, &[&str])] = &[
     ("ttpu-ir", &[]),
     ("ttpu-pjrt", &[]),
-    ("ttpu-fx", &["ttpu-ir"]),
+    ("ttpu-torch", &["ttpu-ir"]),
+    ("ttpu-fx", &["ttpu-ir", "ttpu-torch"]),
     ("ttpu-fuse", &["ttpu-ir"]),
     ("ttpu-stablehlo", &["ttpu-ir"]),
     ("ttpu-runtime", &["ttpu-ir", "ttpu-stablehlo", "ttpu-pjrt"]),
-    ("ttpu-eager", &["ttpu-ir", "ttpu-fuse", "ttpu-runtime"]),
+    ("ttpu-eager", &["ttpu-ir", "ttpu-torch", "ttpu-fuse", "ttpu-runtime"]),
     ("ttpu", &["ttpu-ir", "ttpu-fx", "ttpu-fuse", "ttpu-stablehlo", "ttpu-runtime"]),
     ("ttpu-filetest", &[]),
     ("xtask", &[]),
 ];
 
-/// Extra workspace crates a crate's tests may use: lowering tests execute what they emit, and the
-/// IR crates share one filetest harness.
-const ALLOWED_DEV_EDGES: &[(&str, &[&str])] =
-    &[("ttpu-stablehlo", &["ttpu-pjrt"]), ("ttpu-ir", &["ttpu-filetest"]), ("ttpu-fuse", &["ttpu-filetest"])];
+/// Extra workspace crates a crate's tests may use: lowering tests execute what they emit, the IR
+/// crates share one filetest harness, and the driver's tests check that both frontends build the
+/// same IR for PyTorch's shared decompositions.
+const ALLOWED_DEV_EDGES: &[(&str, &[&str])] = &[
+    ("ttpu-stablehlo", &["ttpu-pjrt"]),
+    ("ttpu-ir", &["ttpu-filetest"]),
+    ("ttpu-fuse", &["ttpu-filetest"]),
+    ("ttpu", &["ttpu-eager"]),
+];
 
 /// Crates that only binaries may use.
 const BINARY_ONLY: &[&str] = &["clap", "anyhow", "miette", "tracing-subscriber", "indicatif"];

@@ -14,6 +14,10 @@ use ttpu_ir::{
     TensorType, UnaryOp, ValueId,
 };
 
+use ttpu_torch::decomp::{self, Gelu};
+use ttpu_torch::graph;
+use ttpu_torch::promote::opmath;
+
 use super::{Bits, FloatFn, TapeOp};
 use crate::promote::{Priority, broadcast_shapes, promote_types, result_type, scalar_dtype, static_dims};
 use crate::{Error, Result};
@@ -90,7 +94,7 @@ impl TapeOp {
             TapeOp::Remainder { scalar } => {
                 let dtype = promoted(builder, operands, scalar.iter());
                 let (lhs, rhs) = elementwise_operands(builder, operands, opmath(dtype), *scalar)?;
-                let res = python_remainder(builder, lhs, rhs)?;
+                let res = decomp::python_remainder(builder, lhs, rhs)?;
                 convert(builder, res, dtype)
             }
             TapeOp::Clamp { min, max } => {
@@ -230,91 +234,26 @@ impl TapeOp {
             }
             TapeOp::Variance { axes, correction, keep, sqrt } => {
                 let x = operand(0)?;
-                let TensorType { dtype, shape } = builder.ty(x).clone();
-                let x = convert(builder, x, opmath(dtype))?;
-                let dims = static_dims(&shape);
-                let kept_dims = keep_dims(&dims, axes);
-                let count: i64 = axes.iter().filter_map(|&axis| dims.get(axis as usize)).product();
-                let sum = builder.reduce(x, ReduceKind::Sum, axes)?;
-                let sum = reshape_if_needed(builder, sum, &kept_dims)?;
-                let divisor = splat(builder, opmath(dtype), Scalar::Int(count), &Shape::from_static(&kept_dims))?;
-                let mean = builder.binary(BinaryOp::Divide, sum, divisor)?;
-                let mean = broadcast_to(builder, mean, &shape)?;
-                let centered = builder.binary(BinaryOp::Subtract, x, mean)?;
-                let squared = builder.binary(BinaryOp::Multiply, centered, centered)?;
-                let total = builder.reduce(squared, ReduceKind::Sum, axes)?;
-                // PyTorch divides by max(n - correction, 0): no degrees of freedom give inf or NaN.
-                let degrees = (count as f64 - correction.0.as_f64()).max(0.0);
-                let total_shape = builder.ty(total).shape.clone();
-                let divisor = splat(builder, opmath(dtype), Scalar::Float(degrees), &total_shape)?;
-                let mut res = builder.binary(BinaryOp::Divide, total, divisor)?;
-                if *sqrt {
-                    res = builder.unary(UnaryOp::Sqrt, res)?;
-                }
-                if *keep {
-                    res = reshape_if_needed(builder, res, &kept_dims)?;
-                }
-                convert(builder, res, dtype)
+                let rank = builder.ty(x).rank();
+                let dims = axes
+                    .iter()
+                    .map(|&axis| usize::try_from(axis).ok().filter(|&axis| axis < rank))
+                    .collect::<Option<Vec<usize>>>()
+                    .ok_or_else(|| Error::internal(format!("variance over {axes:?} of a rank-{rank} tensor")))?;
+                Ok(decomp::var_mean(builder, x, &dims, correction.0.as_f64(), *keep, *sqrt)?.0)
             }
             TapeOp::Softmax { axis, log } => {
                 let x = operand(0)?;
-                let TensorType { dtype, shape } = builder.ty(x).clone();
-                let x = convert(builder, x, opmath(dtype))?;
-                let kept_dims = keep_dims(&static_dims(&shape), &[*axis]);
-                let max = builder.reduce(x, ReduceKind::Max, &[*axis])?;
-                let max = reshape_if_needed(builder, max, &kept_dims)?;
-                let max = broadcast_to(builder, max, &shape)?;
-                let shifted = builder.binary(BinaryOp::Subtract, x, max)?;
-                let exp = builder.unary(UnaryOp::Exponential, shifted)?;
-                let sum = builder.reduce(exp, ReduceKind::Sum, &[*axis])?;
-                let res = if *log {
-                    // log_softmax = (x - max) - log(sum(exp(x - max))): no division, and no log of
-                    // an underflowed probability.
-                    let log_sum = builder.unary(UnaryOp::Log, sum)?;
-                    let log_sum = reshape_if_needed(builder, log_sum, &kept_dims)?;
-                    let log_sum = broadcast_to(builder, log_sum, &shape)?;
-                    builder.binary(BinaryOp::Subtract, shifted, log_sum)?
-                } else {
-                    let sum = reshape_if_needed(builder, sum, &kept_dims)?;
-                    let sum = broadcast_to(builder, sum, &shape)?;
-                    builder.binary(BinaryOp::Divide, exp, sum)?
-                };
-                convert(builder, res, dtype)
+                let axis = usize::try_from(*axis).map_err(|_| Error::internal(format!("softmax along {axis}")))?;
+                let dtype = builder.ty(x).dtype;
+                Ok(decomp::softmax(builder, x, axis, *log, dtype)?)
             }
             TapeOp::LayerNorm { normalized_rank, eps, has_weight } => {
                 let x = operand(0)?;
-                let TensorType { dtype, shape } = builder.ty(x).clone();
-                let dims = static_dims(&shape);
-                let first = dims.len().saturating_sub(*normalized_rank);
-                let axes: SmallVec<[i64; 4]> = (first as i64..dims.len() as i64).collect();
-                let kept_dims = keep_dims(&dims, &axes);
-                let kept_shape = Shape::from_static(&kept_dims);
-                let count: i64 = dims[first..].iter().product();
-                let mean_of = |builder: &mut GraphBuilder, value: ValueId| -> Result<ValueId> {
-                    let sum = builder.reduce(value, ReduceKind::Sum, &axes)?;
-                    let sum = reshape_if_needed(builder, sum, &kept_dims)?;
-                    let divisor = splat(builder, dtype, Scalar::Int(count), &kept_shape)?;
-                    let mean = builder.binary(BinaryOp::Divide, sum, divisor)?;
-                    broadcast_to(builder, mean, &shape)
-                };
-                let mean = mean_of(builder, x)?;
-                let centered = builder.binary(BinaryOp::Subtract, x, mean)?;
-                let squared = builder.binary(BinaryOp::Multiply, centered, centered)?;
-                let variance = mean_of(builder, squared)?;
-                let eps = splat(builder, dtype, eps.0, &shape)?;
-                let shifted = builder.binary(BinaryOp::Add, variance, eps)?;
-                let inv_std = builder.unary(UnaryOp::Rsqrt, shifted)?;
-                let mut res = builder.binary(BinaryOp::Multiply, centered, inv_std)?;
-                let mut params = operands[1..].iter();
-                if *has_weight && let Some(&weight) = params.next() {
-                    let weight = cast(builder, weight, dtype, &shape)?;
-                    res = builder.binary(BinaryOp::Multiply, res, weight)?;
-                }
-                if let Some(&bias) = params.next() {
-                    let bias = cast(builder, bias, dtype, &shape)?;
-                    res = builder.binary(BinaryOp::Add, res, bias)?;
-                }
-                Ok(res)
+                let mut params = operands[1..].iter().copied();
+                let weight = if *has_weight { params.next() } else { None };
+                let bias = params.next();
+                Ok(decomp::layer_norm(builder, x, *normalized_rank, weight, bias, eps.0)?.out)
             }
             TapeOp::Reshape(dims) => Ok(builder.reshape(operand(0)?, Shape::from_static(dims))?),
             TapeOp::Transpose(order) => Ok(builder.transpose(operand(0)?, order)?),
@@ -452,42 +391,13 @@ impl FloatFn {
                 let one = splat(builder, dtype, Scalar::Int(1), &shape)?;
                 Ok(builder.binary(BinaryOp::Divide, one, x)?)
             }
-            FloatFn::Gelu | FloatFn::GeluTanh => {
-                let half = splat(builder, dtype, Scalar::Float(0.5), &shape)?;
-                let half_x = builder.binary(BinaryOp::Multiply, x, half)?;
-                let inner = if self == FloatFn::Gelu {
-                    let scale = splat(builder, dtype, Scalar::Float(std::f64::consts::FRAC_1_SQRT_2), &shape)?;
-                    let scaled = builder.binary(BinaryOp::Multiply, x, scale)?;
-                    ttpu_ir::composite::erf(builder, scaled)?
-                } else {
-                    // PyTorch's constants: kBeta = √2 · (2/√π) · 0.5 = √(2/π), kKappa = 0.044715.
-                    let beta = std::f64::consts::SQRT_2 * std::f64::consts::FRAC_2_SQRT_PI * 0.5;
-                    let square = builder.binary(BinaryOp::Multiply, x, x)?;
-                    let cube = builder.binary(BinaryOp::Multiply, square, x)?;
-                    let kappa = splat(builder, dtype, Scalar::Float(0.044715), &shape)?;
-                    let kappa_cube = builder.binary(BinaryOp::Multiply, cube, kappa)?;
-                    let sum = builder.binary(BinaryOp::Add, x, kappa_cube)?;
-                    let beta = splat(builder, dtype, Scalar::Float(beta), &shape)?;
-                    let scaled = builder.binary(BinaryOp::Multiply, sum, beta)?;
-                    builder.unary(UnaryOp::Tanh, scaled)?
-                };
-                let one = splat(builder, dtype, Scalar::Int(1), &shape)?;
-                let one_plus = builder.binary(BinaryOp::Add, inner, one)?;
-                Ok(builder.binary(BinaryOp::Multiply, half_x, one_plus)?)
-            }
+            FloatFn::Gelu => Ok(decomp::gelu(builder, x, Gelu::Exact)?),
+            FloatFn::GeluTanh => Ok(decomp::gelu(builder, x, Gelu::Tanh)?),
             FloatFn::Silu => {
                 let sigmoid = builder.unary(UnaryOp::Logistic, x)?;
                 Ok(builder.binary(BinaryOp::Multiply, x, sigmoid)?)
             }
         }
-    }
-}
-
-/// The dtype PyTorch's CPU kernels compute `dtype` in ("opmath"): `f32` for `f16` and `bf16`.
-fn opmath(dtype: DType) -> DType {
-    match dtype {
-        DType::F16 | DType::BF16 => DType::F32,
-        other => other,
     }
 }
 
@@ -502,22 +412,6 @@ fn promoted<'a>(builder: &GraphBuilder, operands: &[ValueId], scalars: impl Iter
         .collect();
     parts.extend(scalars.map(|scalar| (scalar_dtype(scalar.0), Priority::Wrapped)));
     result_type(&parts)
-}
-
-/// Python's `lhs % rhs` (the sign of the divisor) from C's `fmod` (the sign of the dividend), as
-/// PyTorch's kernel computes it: a nonzero `fmod` whose sign differs from the divisor's moves by
-/// one divisor.
-fn python_remainder(builder: &mut GraphBuilder, lhs: ValueId, rhs: ValueId) -> Result<ValueId> {
-    let TensorType { dtype, shape } = builder.ty(lhs).clone();
-    let fmod = builder.binary(BinaryOp::Remainder, lhs, rhs)?;
-    let zero = splat(builder, dtype, Scalar::Int(0), &shape)?;
-    let nonzero = builder.compare(CompareDirection::Ne, fmod, zero)?;
-    let fmod_negative = builder.compare(CompareDirection::Lt, fmod, zero)?;
-    let divisor_negative = builder.compare(CompareDirection::Lt, rhs, zero)?;
-    let signs_differ = builder.compare(CompareDirection::Ne, fmod_negative, divisor_negative)?;
-    let adjust = builder.binary(BinaryOp::And, nonzero, signs_differ)?;
-    let shifted = builder.binary(BinaryOp::Add, fmod, rhs)?;
-    Ok(builder.select(adjust, shifted, fmod)?)
 }
 
 /// The first index along `axis` of the maximum (`kind` max) or minimum of `x`, as `i64`, keeping
@@ -578,22 +472,12 @@ fn keep_dims(dims: &[i64], axes: &[i64]) -> SmallVec<[i64; 4]> {
 
 /// `value` converted to `dtype` (no node when it already has it).
 fn convert(builder: &mut GraphBuilder, value: ValueId, dtype: DType) -> Result<ValueId> {
-    if builder.ty(value).dtype == dtype { Ok(value) } else { Ok(builder.convert(value, dtype)?) }
+    Ok(graph::convert(builder, value, dtype)?)
 }
 
 /// `value` broadcast to `shape`, aligned on the right (no node when it already has it).
 fn broadcast_to(builder: &mut GraphBuilder, value: ValueId, shape: &Shape) -> Result<ValueId> {
-    let operand_rank = builder.ty(value).rank();
-    if builder.ty(value).shape == *shape {
-        return Ok(value);
-    }
-    let offset = shape
-        .rank()
-        .checked_sub(operand_rank)
-        .ok_or_else(|| Error::internal(format!("broadcast of rank {operand_rank} to {shape}")))?
-        as i64;
-    let dims: SmallVec<[i64; 4]> = (0..operand_rank as i64).map(|index| index + offset).collect();
-    Ok(builder.broadcast_in_dim(value, &dims, shape.clone())?)
+    Ok(graph::broadcast_to(builder, value, shape)?)
 }
 
 /// `value` converted to `dtype` and broadcast to `shape`.
@@ -612,6 +496,5 @@ fn reshape_if_needed(builder: &mut GraphBuilder, value: ValueId, dims: &[i64]) -
 
 /// A tensor of `shape` whose every element is `value`, as a scalar constant broadcast.
 fn splat(builder: &mut GraphBuilder, dtype: DType, value: Scalar, shape: &Shape) -> Result<ValueId> {
-    let scalar = builder.constant(Literal::scalar(dtype, value));
-    broadcast_to(builder, scalar, shape)
+    Ok(graph::splat(builder, dtype, value, shape)?)
 }

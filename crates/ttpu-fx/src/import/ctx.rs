@@ -125,8 +125,6 @@ pub(crate) enum DataDim {
     Pending,
 }
 
-type Built = std::result::Result<ValueId, InferError>;
-
 /// The most elements any tensor of an imported program may have (2^40): far beyond any device, and
 /// small enough that products of a tensor's dims never overflow `i64`.
 pub(crate) const MAX_ELEMENTS: i64 = 1 << 40;
@@ -145,13 +143,8 @@ pub(crate) fn element_count(dims: &[i64]) -> Option<i64> {
         .filter(|&count| count <= MAX_ELEMENTS)
 }
 
-/// The dtype PyTorch's CPU kernels compute in for `dtype` ("opmath"): `f32` for `f16`/`bf16`.
-pub(crate) fn opmath(dtype: DType) -> DType {
-    match dtype {
-        DType::F16 | DType::BF16 => DType::F32,
-        other => other,
-    }
-}
+pub(crate) use ttpu_torch::graph::keepdim_shape;
+pub(crate) use ttpu_torch::promote::opmath;
 
 impl Cx<'_> {
     /// The size the data decides at dim `dim` of the current node's result (`element` of a
@@ -260,7 +253,7 @@ impl Cx<'_> {
     }
 
     /// Wraps an IR inference failure as bad arguments of the current node.
-    pub(crate) fn ok(&self, built: Built) -> Result<ValueId> {
+    pub(crate) fn ok<T>(&self, built: std::result::Result<T, InferError>) -> Result<T> {
         built.map_err(|error| self.bad(error.to_string()))
     }
 
@@ -474,10 +467,7 @@ impl Cx<'_> {
 
     /// Converts to `dtype`; no node when it already has it.
     pub(crate) fn convert(&mut self, value: ValueId, dtype: DType) -> Result<ValueId> {
-        if self.dtype(value) == dtype {
-            return Ok(value);
-        }
-        let built = self.b.convert(value, dtype);
+        let built = ttpu_torch::graph::convert(&mut self.b, value, dtype);
         self.ok(built)
     }
 
@@ -567,12 +557,7 @@ impl Cx<'_> {
 
     /// Reduces `dims` (any order); no node when there is nothing to reduce.
     pub(crate) fn reduce(&mut self, value: ValueId, kind: ReduceKind, dims: &[usize]) -> Result<ValueId> {
-        if dims.is_empty() {
-            return Ok(value);
-        }
-        let mut sorted: Vec<i64> = dims.iter().map(|&dim| dim as i64).collect();
-        sorted.sort_unstable();
-        let built = self.b.reduce(value, kind, &sorted);
+        let built = ttpu_torch::graph::reduce(&mut self.b, value, kind, dims);
         self.ok(built)
     }
 
@@ -603,12 +588,8 @@ impl Cx<'_> {
         dims: &[usize],
         keepdim: bool,
     ) -> Result<ValueId> {
-        let reduced = self.reduce(value, kind, dims)?;
-        if !keepdim {
-            return Ok(reduced);
-        }
-        let kept = keepdim_shape(&self.shape(value), dims);
-        self.reshape(reduced, kept)
+        let built = ttpu_torch::graph::reduce_keep(&mut self.b, value, kind, dims, keepdim);
+        self.ok(built)
     }
 
     // ---- broadcasting and promotion ----
@@ -622,10 +603,9 @@ impl Cx<'_> {
         if from.rank() > shape.rank() {
             return Err(self.bad(format!("cannot broadcast {} to {shape}", self.ty(value))));
         }
-        let offset = shape.rank() - from.rank();
         // Size-1 dims that meet a larger dim need no special handling: `broadcast_in_dim` expands them.
-        let dims: Vec<i64> = (offset..shape.rank()).map(|dim| dim as i64).collect();
-        self.broadcast_in_dim(value, &dims, shape.clone())
+        let built = ttpu_torch::graph::broadcast_to(&mut self.b, value, shape);
+        self.ok(built)
     }
 
     /// The broadcast shape of `shapes` (numpy rules), or bad arguments.
@@ -699,14 +679,4 @@ impl Cx<'_> {
             Operand::Scalar(_) => true,
         }
     }
-}
-
-/// `shape` with `dims` set to 1.
-pub(crate) fn keepdim_shape(shape: &Shape, dims: &[usize]) -> Shape {
-    shape
-        .dims()
-        .iter()
-        .enumerate()
-        .map(|(index, dim)| if dims.contains(&index) { Dim::Static(1) } else { dim.clone() })
-        .collect()
 }

@@ -9,7 +9,6 @@
 mod args;
 mod ctx;
 pub(crate) mod ops;
-mod promote;
 mod signature;
 mod storage;
 mod sym;
@@ -17,6 +16,8 @@ mod walk;
 
 use indexmap::IndexMap;
 use ttpu_ir::{Graph, TensorType};
+/// PyTorch's type promotion, shared with every frontend.
+pub(crate) use ttpu_torch::promote;
 
 use crate::Result;
 use crate::ast::Program;

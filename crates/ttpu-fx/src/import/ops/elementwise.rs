@@ -159,15 +159,8 @@ pub(super) fn remainder(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
         return Err(cx.bad("remainder is not defined for bool tensors"));
     }
     let [a, b] = cx.prepare([lhs, rhs], opmath(dtype))?;
-    let fmod = cx.binary(BinaryOp::Remainder, a, b)?;
-    let zero = cx.splat_like(a, Scalar::Int(0))?;
-    let nonzero = cx.compare(CompareDirection::Ne, fmod, zero)?;
-    let fmod_negative = cx.compare(CompareDirection::Lt, fmod, zero)?;
-    let divisor_negative = cx.compare(CompareDirection::Lt, b, zero)?;
-    let signs_differ = cx.compare(CompareDirection::Ne, fmod_negative, divisor_negative)?;
-    let adjust = cx.binary(BinaryOp::And, nonzero, signs_differ)?;
-    let shifted = cx.binary(BinaryOp::Add, fmod, b)?;
-    let result = cx.select(adjust, shifted, fmod)?;
+    let built = ttpu_torch::decomp::python_remainder(&mut cx.b, a, b);
+    let result = cx.ok(built)?;
     tensor(cx.convert(result, dtype)?)
 }
 

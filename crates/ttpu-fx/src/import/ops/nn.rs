@@ -41,27 +41,13 @@ fn float_input(cx: &mut Cx<'_>, args: &Args, op: &str) -> Result<(ValueId, DType
 pub(super) fn gelu(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let (x, dtype) = float_input(cx, args, "gelu")?;
     let approximate = args.opt_str("approximate")?.unwrap_or("none").to_owned();
-    let half_x = cx.binary_scalar(BinaryOp::Multiply, x, Scalar::Float(0.5))?;
-    let inner = match approximate.as_str() {
-        "none" => {
-            let scaled = cx.binary_scalar(BinaryOp::Multiply, x, Scalar::Float(std::f64::consts::FRAC_1_SQRT_2))?;
-            let built = ttpu_ir::composite::erf(&mut cx.b, scaled);
-            cx.ok(built)?
-        }
-        "tanh" => {
-            // PyTorch: kBeta = √2 · (2/√π) · 0.5 = √(2/π), kKappa = 0.044715.
-            let beta = std::f64::consts::SQRT_2 * std::f64::consts::FRAC_2_SQRT_PI * 0.5;
-            let square = cx.binary(BinaryOp::Multiply, x, x)?;
-            let cube = cx.binary(BinaryOp::Multiply, square, x)?;
-            let kappa_cube = cx.binary_scalar(BinaryOp::Multiply, cube, Scalar::Float(0.044715))?;
-            let sum = cx.binary(BinaryOp::Add, x, kappa_cube)?;
-            let scaled = cx.binary_scalar(BinaryOp::Multiply, sum, Scalar::Float(beta))?;
-            cx.unary(UnaryOp::Tanh, scaled)?
-        }
+    let kind = match approximate.as_str() {
+        "none" => ttpu_torch::decomp::Gelu::Exact,
+        "tanh" => ttpu_torch::decomp::Gelu::Tanh,
         other => return Err(cx.bad(format!("approximate must be 'none' or 'tanh', found '{other}'"))),
     };
-    let one_plus = cx.binary_scalar(BinaryOp::Add, inner, Scalar::Int(1))?;
-    let result = cx.binary(BinaryOp::Multiply, half_x, one_plus)?;
+    let built = ttpu_torch::decomp::gelu(&mut cx.b, x, kind);
+    let result = cx.ok(built)?;
     tensor(cx.convert(result, dtype)?)
 }
 
@@ -147,26 +133,8 @@ pub(super) fn softmax(cx: &mut Cx<'_>, args: &Args, log: bool) -> Result<Importe
     let out = if half_to_float { DType::F32 } else { dtype };
     let rank = cx.rank(x);
     let dim = cx.norm_dim(args.int("dim")?, rank)?;
-    if rank == 0 {
-        // One element: softmax is 1, log_softmax 0.
-        let value = if log { 0 } else { 1 };
-        return tensor(cx.splat(out, Scalar::Int(value), &Shape::scalar())?);
-    }
-    let x = cx.convert(x, opmath(dtype))?;
-    let shape = cx.shape(x);
-    let max = cx.reduce_keep(x, ReduceKind::Max, &[dim], true)?;
-    let max = cx.broadcast_to(max, &shape)?;
-    let shifted = cx.binary(BinaryOp::Subtract, x, max)?;
-    let exp = cx.unary(UnaryOp::Exponential, shifted)?;
-    let total = cx.reduce_keep(exp, ReduceKind::Sum, &[dim], true)?;
-    let total = cx.broadcast_to(total, &shape)?;
-    let result = if log {
-        let log_total = cx.unary(UnaryOp::Log, total)?;
-        cx.binary(BinaryOp::Subtract, shifted, log_total)?
-    } else {
-        cx.binary(BinaryOp::Divide, exp, total)?
-    };
-    tensor(cx.convert(result, out)?)
+    let built = ttpu_torch::decomp::softmax(&mut cx.b, x, dim, log, out);
+    tensor(cx.ok(built)?)
 }
 
 /// `lhs @ rhs` (batched when `batched`), in the opmath dtype; both must share a dtype.
@@ -345,34 +313,8 @@ pub(super) fn layer_norm(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     if normalized.len() > rank || trailing != Shape::from_static(&normalized).dims() {
         return Err(cx.bad(format!("normalized_shape {normalized:?} does not match the end of {}", cx.ty(x))));
     }
-    let axes: Vec<usize> = (rank - normalized.len()..rank).collect();
-    let count: i64 = normalized.iter().product();
-    let compute = opmath(dtype);
-    let xc = cx.convert(x, compute)?;
-    let sum = cx.reduce_keep(xc, ReduceKind::Sum, &axes, true)?;
-    let mean = cx.binary_scalar(BinaryOp::Divide, sum, Scalar::Int(count))?;
-    let wide_mean = cx.broadcast_to(mean, &shape)?;
-    let centered = cx.binary(BinaryOp::Subtract, xc, wide_mean)?;
-    let squared = cx.binary(BinaryOp::Multiply, centered, centered)?;
-    let sum_squares = cx.reduce_keep(squared, ReduceKind::Sum, &axes, true)?;
-    let variance = cx.binary_scalar(BinaryOp::Divide, sum_squares, Scalar::Int(count))?;
-    let shifted = cx.binary_scalar(BinaryOp::Add, variance, eps)?;
-    let rstd = cx.unary(UnaryOp::Rsqrt, shifted)?;
-    let wide_rstd = cx.broadcast_to(rstd, &shape)?;
-    let mut out = cx.binary(BinaryOp::Multiply, centered, wide_rstd)?;
-    for (param, op) in [(weight, BinaryOp::Multiply), (bias, BinaryOp::Add)] {
-        if let Some(param) = param {
-            let param = cx.convert(param, compute)?;
-            let param = cx.broadcast_to(param, &shape)?;
-            out = cx.binary(op, out, param)?;
-        }
-    }
-    let out = cx.convert(out, dtype)?;
-    // PyTorch keeps mean/rstd in f32 when a half input meets f32 parameters, else the input dtype.
-    let mixed = [weight, bias].iter().flatten().any(|&param| cx.dtype(param) != dtype);
-    let stats = if mixed && compute != dtype { compute } else { dtype };
-    let mean = cx.convert(mean, stats)?;
-    let rstd = cx.convert(rstd, stats)?;
+    let built = ttpu_torch::decomp::layer_norm(&mut cx.b, x, normalized.len(), weight, bias, eps);
+    let ttpu_torch::decomp::LayerNorm { out, mean, rstd } = cx.ok(built)?;
     Ok(Imported::Tuple(vec![Imported::Tensor(out), Imported::Tensor(mean), Imported::Tensor(rstd)]))
 }
 

@@ -72,55 +72,6 @@ fn count(cx: &Cx<'_>, x: ValueId, dims: &[usize]) -> Result<i64> {
     dims.iter().try_fold(1i64, |acc, &dim| Ok(acc * cx.static_dim(x, dim, "averaging")?))
 }
 
-/// How many elements `dims` of `x` hold: a number, or (when a dim is symbolic) an `i64` scalar
-/// computed at run time from the dims' sizes.
-enum Count {
-    Static(i64),
-    Runtime(ValueId),
-}
-
-fn runtime_count(cx: &mut Cx<'_>, x: ValueId, dims: &[usize]) -> Result<Count> {
-    let shape = cx.shape(x);
-    let mut known = 1i64;
-    let mut computed: Option<ValueId> = None;
-    for &dim in dims {
-        match shape.dims()[dim] {
-            // Each size is at most the element bound, so the product of a tensor's dims fits.
-            Dim::Static(size) => known = known.saturating_mul(size),
-            _ => {
-                let size = cx.b.dim_size(x, dim as i64);
-                let size = cx.ok(size)?;
-                computed = Some(match computed {
-                    Some(acc) => cx.binary(BinaryOp::Multiply, acc, size)?,
-                    None => size,
-                });
-            }
-        }
-    }
-    Ok(match computed {
-        None => Count::Static(known),
-        Some(size) => Count::Runtime(cx.binary_scalar(BinaryOp::Multiply, size, Scalar::Int(known))?),
-    })
-}
-
-/// `total / (count - correction)` with the count in `total`'s dtype (PyTorch divides by
-/// `max(n - correction, 0)`, giving inf or nan when that is zero).
-fn divide_by_count(cx: &mut Cx<'_>, total: ValueId, count: &Count, correction: f64) -> Result<ValueId> {
-    match count {
-        Count::Static(n) if correction == 0.0 => cx.binary_scalar(BinaryOp::Divide, total, Scalar::Int(*n)),
-        Count::Static(n) => cx.binary_scalar(BinaryOp::Divide, total, Scalar::Float((*n as f64 - correction).max(0.0))),
-        Count::Runtime(n) => {
-            let n = cx.convert(*n, cx.dtype(total))?;
-            let n = cx.binary_scalar(BinaryOp::Subtract, n, Scalar::Float(correction))?;
-            let zero = cx.splat_like(n, Scalar::Float(0.0))?;
-            let n = cx.binary(BinaryOp::Maximum, n, zero)?;
-            let shape = cx.shape(total);
-            let n = cx.broadcast_to(n, &shape)?;
-            cx.binary(BinaryOp::Divide, total, n)
-        }
-    }
-}
-
 /// `mean.default` / `mean.dim`: the sum over the count, in floats only.
 pub(super) fn mean(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let x = args.tensor("self")?;
@@ -134,11 +85,13 @@ pub(super) fn mean(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
 
 /// The mean of `x` over `dims` as `dtype`, accumulated in opmath.
 fn mean_in(cx: &mut Cx<'_>, x: ValueId, dims: &[usize], keep: bool, dtype: DType) -> Result<ValueId> {
-    let n = runtime_count(cx, x, dims)?;
+    let n = ttpu_torch::graph::count(&mut cx.b, x, dims);
+    let n = cx.ok(n)?;
     let x = cx.convert(x, dtype)?;
     let compute = cx.convert(x, opmath(dtype))?;
     let total = cx.reduce_keep(compute, ReduceKind::Sum, dims, keep)?;
-    let mean = divide_by_count(cx, total, &n, 0.0)?;
+    let mean = ttpu_torch::graph::divide_by_count(&mut cx.b, total, n, 0.0);
+    let mean = cx.ok(mean)?;
     cx.convert(mean, dtype)
 }
 
@@ -413,26 +366,6 @@ fn var_and_mean(cx: &mut Cx<'_>, args: &Args, sqrt: bool) -> Result<(ValueId, Va
     } else {
         args.scalar_or("correction", Scalar::Int(1))?.as_f64()
     };
-    let n = runtime_count(cx, x, &dims)?;
-    let compute = cx.convert(x, opmath(dtype))?;
-    let shape = cx.shape(compute);
-    let kept_mean = cx.reduce_keep(compute, ReduceKind::Sum, &dims, true)?;
-    let kept_mean = match n {
-        Count::Static(n) => cx.binary_scalar(BinaryOp::Divide, kept_mean, Scalar::Float(n as f64))?,
-        Count::Runtime(_) => divide_by_count(cx, kept_mean, &n, 0.0)?,
-    };
-    let mean = cx.broadcast_to(kept_mean, &shape)?;
-    let centered = cx.binary(BinaryOp::Subtract, compute, mean)?;
-    let squared = cx.binary(BinaryOp::Multiply, centered, centered)?;
-    let total = cx.reduce_keep(squared, ReduceKind::Sum, &dims, keep)?;
-    let result = match n {
-        Count::Static(n) => {
-            cx.binary_scalar(BinaryOp::Divide, total, Scalar::Float((n as f64 - correction).max(0.0)))?
-        }
-        Count::Runtime(_) => divide_by_count(cx, total, &n, correction)?,
-    };
-    let result = if sqrt { cx.unary(ttpu_ir::UnaryOp::Sqrt, result)? } else { result };
-    let mean_shape = if keep { cx.shape(kept_mean) } else { cx.shape(total) };
-    let mean = cx.reshape(kept_mean, mean_shape)?;
-    Ok((cx.convert(result, dtype)?, cx.convert(mean, dtype)?))
+    let built = ttpu_torch::decomp::var_mean(&mut cx.b, x, &dims, correction, keep, sqrt);
+    cx.ok(built)
 }

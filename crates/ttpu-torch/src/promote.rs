@@ -10,12 +10,21 @@
 
 use ttpu_ir::{DType, Scalar};
 
+/// The dtype PyTorch's CPU kernels compute `dtype` in ("opmath"): `f32` for `f16` and `bf16`,
+/// every other dtype itself.
+pub fn opmath(dtype: DType) -> DType {
+    match dtype {
+        DType::F16 | DType::BF16 => DType::F32,
+        other => other,
+    }
+}
+
 /// The dtype PyTorch uses for float results with no float input (`torch.get_default_dtype()`).
-pub(crate) const DEFAULT_FLOAT: DType = DType::F32;
+pub const DEFAULT_FLOAT: DType = DType::F32;
 
 /// The coarse kind of a dtype or scalar; promotion never goes down a category.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum Category {
+pub enum Category {
     /// `bool`.
     Bool,
     /// Signed and unsigned integers.
@@ -27,7 +36,7 @@ pub(crate) enum Category {
 }
 
 /// The category of `dtype`.
-pub(crate) fn category(dtype: DType) -> Category {
+pub fn category(dtype: DType) -> Category {
     if dtype.is_float() {
         Category::Float
     } else if dtype.is_complex() {
@@ -40,7 +49,7 @@ pub(crate) fn category(dtype: DType) -> Category {
 }
 
 /// The category of a Python scalar.
-pub(crate) fn scalar_category(value: Scalar) -> Category {
+pub fn scalar_category(value: Scalar) -> Category {
     match value {
         Scalar::Bool(_) => Category::Bool,
         Scalar::Int(_) => Category::Integer,
@@ -49,7 +58,7 @@ pub(crate) fn scalar_category(value: Scalar) -> Category {
 }
 
 /// The dtype a Python scalar stands for when it decides a result type.
-pub(crate) fn scalar_dtype(value: Scalar) -> DType {
+pub fn scalar_dtype(value: Scalar) -> DType {
     match value {
         Scalar::Bool(_) => DType::Bool,
         Scalar::Int(_) => DType::I64,
@@ -58,7 +67,7 @@ pub(crate) fn scalar_dtype(value: Scalar) -> DType {
 }
 
 /// `torch.promote_types(a, b)`: the smallest dtype both convert to without losing their category.
-pub(crate) fn promote_types(a: DType, b: DType) -> DType {
+pub fn promote_types(a: DType, b: DType) -> DType {
     use DType::*;
     if a == b {
         return a;
@@ -108,7 +117,7 @@ fn float_rank(dtype: DType) -> u8 {
 
 /// One operand of an op, as type promotion sees it.
 #[derive(Copy, Clone, Debug, PartialEq)]
-pub(crate) enum Participant {
+pub enum Participant {
     /// A tensor with at least one dim.
     Dim(DType),
     /// A zero-dim tensor.
@@ -117,8 +126,15 @@ pub(crate) enum Participant {
     Scalar(Category),
 }
 
+impl Participant {
+    /// A tensor of `dtype` with `rank` dims.
+    pub fn tensor(dtype: DType, rank: usize) -> Participant {
+        if rank == 0 { Participant::ZeroDim(dtype) } else { Participant::Dim(dtype) }
+    }
+}
+
 /// `torch.result_type` over `operands`; `None` when there are none.
-pub(crate) fn result_type(operands: &[Participant]) -> Option<DType> {
+pub fn result_type(operands: &[Participant]) -> Option<DType> {
     let fold = |pick: &dyn Fn(&Participant) -> Option<DType>| {
         operands
             .iter()
