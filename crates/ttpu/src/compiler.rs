@@ -17,12 +17,22 @@ pub struct CompileOptions {
     /// The seed of the model's random ops, 0 by default ([`ttpu_fx::ImportOptions::seed`]): the
     /// numbers are fixed at compile time, so every run of a compiled model draws the same ones.
     pub seed: u64,
+    /// Evaluate the work that reads only weights once, when a model's weights are bound
+    /// (`Session::load`), instead of on every call: layout changes, converts and arithmetic on
+    /// weights run in a preparation program whose results stay resident (on by default;
+    /// `--no-weight-prep` turns it off). Sharded models are not split.
+    pub prepare_weights: bool,
 }
 
 impl Default for CompileOptions {
-    /// Symbolic dims kept, exact rewrites on.
+    /// Symbolic dims kept, exact rewrites on, weight-only work prepared at load.
     fn default() -> CompileOptions {
-        CompileOptions { symbol_values: IndexMap::new(), fuse: Some(ttpu_fuse::FuseOptions::default()), seed: 0 }
+        CompileOptions {
+            symbol_values: IndexMap::new(),
+            fuse: Some(ttpu_fuse::FuseOptions::default()),
+            seed: 0,
+            prepare_weights: true,
+        }
     }
 }
 

@@ -22,11 +22,13 @@
 #![warn(missing_docs)]
 
 mod compiler;
+mod conv;
 mod error;
 mod loaded;
 pub mod parallel;
 pub mod parity;
 pub mod pipeline;
+mod prepare;
 mod session;
 pub mod train;
 

@@ -26,6 +26,7 @@ use ttpu_runtime::shard::{assemble, split};
 use ttpu_runtime::{Buffer, CompileInfo, CompileSpec, Executable, HostTensor, Runtime, TensorMap};
 
 use crate::parallel::Parallelism;
+use crate::prepare::WeightSplit;
 use crate::session::{Bucketing, Model, Specialisation, bind_symbols, resize, resolved_shape};
 use crate::{Error, Result};
 
@@ -47,7 +48,15 @@ pub struct LoadedModel {
     /// The resident buffers, `[device][signature input]` (`None` for user inputs): one list per
     /// replica, or per mesh device of a sharded model (each holding its shards).
     state: Mutex<Vec<Vec<Option<Arc<Buffer>>>>>,
+    /// Per signature input: a weight that no call changes, which load-time preparation may read.
+    resident: Vec<bool>,
+    /// The results of each specialisation's preparation program, `[device][prepared value]`,
+    /// computed on its first run from the resident weights.
+    prepared: Mutex<Vec<(Arc<Specialisation>, PreparedValues)>>,
 }
+
+/// Prepared values on each device, `[device][value]`.
+type PreparedValues = Arc<Vec<Vec<Arc<Buffer>>>>;
 
 /// Inputs checked, padded and uploaded for one run, with the executable that will run them.
 pub struct Prepared {
@@ -59,6 +68,8 @@ pub struct Prepared {
     inputs: Vec<Vec<Option<Buffer>>>,
     /// The program's placements, for a sharded model.
     layout: Option<ProgramSharding>,
+    /// The values the preparation computed, passed after the inputs, when the graph is split.
+    prepared: Option<PreparedValues>,
 }
 
 impl Prepared {
@@ -232,6 +243,14 @@ impl LoadedModel {
                 }
             }
         }
+        let resident = signature
+            .inputs
+            .iter()
+            .enumerate()
+            .map(|(index, input)| {
+                input.role != InputRole::UserInput && !mutations.iter().any(|&(_, mutated)| mutated == index)
+            })
+            .collect();
         Ok(LoadedModel {
             runtime,
             model,
@@ -239,9 +258,11 @@ impl LoadedModel {
             replicas,
             weight_shapes,
             fixed_symbols,
+            resident,
             mutations,
             sharded: parallelism.map(|parallelism| (parallelism, shardings)),
             state: Mutex::new(state),
+            prepared: Mutex::new(Vec::new()),
         })
     }
 
@@ -444,8 +465,58 @@ impl LoadedModel {
             aliases: self.aliases(&specialisation.module.signature, &specialisation.module.graph),
             sharding: layout.clone(),
         };
-        let (executable, compile) = specialisation.executable(&self.runtime, &spec)?;
-        Ok(Prepared { specialisation, executable, compile, symbol_values, inputs: uploaded, layout })
+        let split = match self.sharded {
+            None if self.model.prepares_weights() => specialisation.weight_split(&self.resident)?,
+            _ => None,
+        };
+        let (executable, compile, prepared) = match split {
+            Some(split) => {
+                let (executables, compile) = specialisation.split_executables(&self.runtime, &spec, &split)?;
+                let prepared = self.prepared_values(&specialisation, &split, &executables.prep)?;
+                (executables.main, compile, Some(prepared))
+            }
+            None => {
+                let (executable, compile) = specialisation.executable(&self.runtime, &spec)?;
+                (executable, compile, None)
+            }
+        };
+        Ok(Prepared { specialisation, executable, compile, symbol_values, inputs: uploaded, layout, prepared })
+    }
+
+    /// The preparation's results for `specialisation` on every device: computed from the
+    /// resident weights on its first run, then kept.
+    fn prepared_values(
+        &self,
+        specialisation: &Arc<Specialisation>,
+        split: &WeightSplit,
+        prep: &Executable,
+    ) -> Result<PreparedValues> {
+        let mut prepared = self.prepared.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some((_, values)) = prepared.iter().find(|(known, _)| Arc::ptr_eq(known, specialisation)) {
+            return Ok(Arc::clone(values));
+        }
+        let state = self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let lists = state
+            .iter()
+            .map(|weights| {
+                split
+                    .prep_inputs
+                    .iter()
+                    .map(|&index| {
+                        weights[index].as_deref().ok_or_else(|| Error::Bug {
+                            message: format!("the preparation reads input {index}, which is not resident"),
+                        })
+                    })
+                    .collect::<Result<Vec<&Buffer>>>()
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let refs: Vec<&[&Buffer]> = lists.iter().map(Vec::as_slice).collect();
+        let _span = tracing::debug_span!("prepare weights", values = split.prep.outputs.len()).entered();
+        let results = prep.run_replicated(&refs)?;
+        let values: PreparedValues =
+            Arc::new(results.into_iter().map(|outputs| outputs.into_iter().map(Arc::new).collect()).collect());
+        prepared.push((Arc::clone(specialisation), Arc::clone(&values)));
+        Ok(values)
     }
 
     /// Splits one input set over a mesh by `placements` and uploads each device's shards,
@@ -550,10 +621,15 @@ impl LoadedModel {
 
     /// Runs prepared inputs; mutated buffers become the new resident state.
     pub fn execute(&self, prepared: Prepared) -> Result<DeviceOutputs> {
-        let Prepared { specialisation, executable, symbol_values, inputs, layout, .. } = prepared;
+        let Prepared { specialisation, executable, symbol_values, inputs, layout, prepared, .. } = prepared;
         let mut state = self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let results = {
-            let lists = argument_lists(&state, &inputs)?;
+            let mut lists = argument_lists(&state, &inputs)?;
+            if let Some(prepared) = &prepared {
+                for (list, values) in lists.iter_mut().zip(prepared.iter()) {
+                    list.extend(values.iter().map(|value| &**value));
+                }
+            }
             let refs: Vec<&[&Buffer]> = lists.iter().map(Vec::as_slice).collect();
             let _span = tracing::debug_span!("execute", replicas = self.replicas).entered();
             executable.run_replicated(&refs)?

@@ -114,6 +114,10 @@ struct FuseArgs {
     /// Seed of the model's random ops (rand, randn, dropout in training, ...); fixed at compile time.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// Run weight-only work (kernel layout changes, converts, arithmetic on weights) on every call
+    /// instead of once when the weights are loaded.
+    #[arg(long)]
+    no_weight_prep: bool,
 }
 
 impl FuseArgs {
@@ -369,6 +373,7 @@ fn run(cli: Cli) -> Result<ExitCode, Report> {
                     symbol_values: symbols.into_iter().collect(),
                     fuse: fuse_options,
                     seed: fuse.seed,
+                    ..CompileOptions::default()
                 };
                 let (module, fuse_report) =
                     compiler.import_with_report(&program, &options).map_err(|error| report(error, &source))?;
@@ -522,6 +527,7 @@ fn session(data: &DataArgs, devices: Option<usize>, source: &str) -> Result<Sess
     session.set_compile_options(CompileOptions {
         fuse: data.fuse.options(),
         seed: data.fuse.seed,
+        prepare_weights: !data.fuse.no_weight_prep,
         ..CompileOptions::default()
     });
     Ok(session)
@@ -802,7 +808,7 @@ fn train(args: &TrainArgs) -> Result<(), Report> {
         inputs: args.data.clone(),
         plugin: args.plugin.clone(),
         no_cache: args.no_cache,
-        fuse: FuseArgs { no_fuse: false, fast_math: false, seed: 0 },
+        fuse: FuseArgs { no_fuse: false, fast_math: false, seed: 0, no_weight_prep: false },
         parallel: ParallelArgs { devices: None, mesh: None, parallel: None, plan: None },
     };
     let session = session(&data_args, args.parallel.device_count(parallelism.as_ref()), &source)?;

@@ -19,7 +19,9 @@ use ttpu_fx::{ModelSignature, Module};
 use ttpu_ir::{Dim, PaddingVerdict, PaddingVerdicts};
 use ttpu_runtime::{CompileInfo, CompileSpec, Executable, HostTensor, Runtime, RuntimeOptions, TensorMap};
 
+use crate::conv;
 use crate::loaded::LoadedModel;
+use crate::prepare::{self, WeightSplit};
 use crate::{CompileOptions, Compiler, Error, Result};
 
 /// A model read from `.fx` text, ready to run at any size its range constraints allow. Cheap to
@@ -76,9 +78,68 @@ impl Bucketing {
 pub(crate) struct Specialisation {
     pub(crate) module: Module,
     executables: Mutex<Vec<(CompileSpec, Arc<Executable>)>>,
+    /// The load-time split of the graph (computed once; `None` inside when nothing is
+    /// prepared), and its (per-call, preparation) executables by spec.
+    split: Mutex<Option<Option<Arc<WeightSplit>>>>,
+    split_executables: Mutex<Vec<(CompileSpec, SplitExecutables)>>,
+}
+
+/// The two programs of a split graph.
+#[derive(Clone)]
+pub(crate) struct SplitExecutables {
+    /// The per-call program: the original inputs, then the prepared values.
+    pub(crate) main: Arc<Executable>,
+    /// The preparation: resident weights in, prepared values out.
+    pub(crate) prep: Arc<Executable>,
 }
 
 impl Specialisation {
+    fn new(module: Module) -> Specialisation {
+        Specialisation {
+            module,
+            executables: Mutex::new(Vec::new()),
+            split: Mutex::new(None),
+            split_executables: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The graph split into preparation and per-call programs (small convolutions first
+    /// written as matrix products, other convolution kernels turned to the layout the kernels
+    /// read), where `resident[i]` says input `i` is a weight
+    /// that no call changes; `None` when nothing would be prepared. Computed once.
+    pub(crate) fn weight_split(&self, resident: &[bool]) -> Result<Option<Arc<WeightSplit>>> {
+        let mut split = self.split.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(found) = split.as_ref() {
+            return Ok(found.clone());
+        }
+        let graph = conv::convolutions_as_matmuls(&self.module.graph, conv::Rule::default())?;
+        let graph = prepare::kernels_to_spatial_major(&graph, resident)?;
+        let made = prepare::split(&graph, resident)?.map(Arc::new);
+        *split = Some(made.clone());
+        Ok(made)
+    }
+
+    /// The per-call and preparation executables of `split` for `spec` (the preparation runs on
+    /// the same devices, with no aliases), from this specialisation's list, else the runtime's
+    /// cache or a compile; the info is the per-call program's, `None` when found here.
+    pub(crate) fn split_executables(
+        &self,
+        runtime: &Runtime,
+        spec: &CompileSpec,
+        split: &WeightSplit,
+    ) -> Result<(SplitExecutables, Option<CompileInfo>)> {
+        let mut executables = self.split_executables.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some((_, found)) = executables.iter().find(|(known, _)| known == spec) {
+            return Ok((found.clone(), None));
+        }
+        let (main, info) = runtime.executable_with_info(&split.main, spec, || Ok::<_, Error>(split.main.clone()))?;
+        let prep_spec = CompileSpec { devices: spec.devices.clone(), aliases: Vec::new(), sharding: None };
+        let (prep, _) = runtime.executable_with_info(&split.prep, &prep_spec, || Ok::<_, Error>(split.prep.clone()))?;
+        let made = SplitExecutables { main, prep };
+        executables.push((spec.clone(), made.clone()));
+        Ok((made, Some(info)))
+    }
+
     /// The executable for `spec`, from this specialisation's own list (no hashing on the hot
     /// path), else from the runtime's cache or a compile. The info is `None` when it was found
     /// here.
@@ -99,6 +160,11 @@ impl Specialisation {
 }
 
 impl Model {
+    /// Whether weight-only work runs once at load ([`CompileOptions::prepare_weights`]).
+    pub(crate) fn prepares_weights(&self) -> bool {
+        self.inner.options.prepare_weights
+    }
+
     /// The model's signature, with symbolic dims as exported.
     pub fn signature(&self) -> &ModelSignature {
         &self.inner.module.signature
@@ -141,7 +207,7 @@ impl Model {
                 return Err(Error::Bug { message: "a model built from a module has symbolic dims".into() });
             }
         };
-        let specialisation = Arc::new(Specialisation { module, executables: Mutex::new(Vec::new()) });
+        let specialisation = Arc::new(Specialisation::new(module));
         cache.insert(cache_key, specialisation.clone());
         Ok(specialisation)
     }
