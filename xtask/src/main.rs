@@ -4,7 +4,8 @@
 //!   prints the exact command) and fetches the CPU PJRT plugin from PyPI with pip into the user
 //!   cache, checking the wheel's sha256.
 //! - `lower MODEL.fx [ARGS]` and `run MODEL.fx [ARGS]` run set-up if needed, then the `ttpu` binary.
-//! - `test` runs set-up, formatting and lint checks, every test, then `check-dynamic`.
+//! - `test` runs set-up, formatting and lint checks, every test, then `check-dynamic` and the Python
+//!   package's tests (`--python`: those alone; `--no-python`: all but those).
 //! - `check-dynamic` runs every dynamic fixture's shape-polymorphic StableHLO module at each of its
 //!   input sets' sizes through JAX's shape refinement and XLA (`fixtures/check_dynamic.py`).
 //! - `ops-doc` regenerates `docs/ops.md` from the importer's op table.
@@ -54,7 +55,12 @@ fn main() -> Result<()> {
         }
         "test" => {
             setup()?;
-            test()
+            match rest.first().map(String::as_str) {
+                None => test(true),
+                Some("--no-python") => test(false),
+                Some("--python") => python_tests(),
+                Some(other) => bail!("unknown option `{other}` of `test` (--python, --no-python)"),
+            }
         }
         "ops-doc" => ops_doc(),
         "check-dynamic" => {
@@ -80,7 +86,9 @@ fn print_usage() {
          lower MODEL.fx     print the StableHLO of a model (extra args go to `ttpu lower`)\n  \
          run MODEL.fx       run a fixture folder's model on its inputs and check parity with its expected outputs\n  \
          check-dynamic      run every dynamic fixture's polymorphic StableHLO at each input set's sizes (JAX, XLA)\n  \
-         test               formatting, lints and every test\n  \
+         test               formatting, lints and every test, the Python package's included\n  \
+         test --python      only the Python package's tests (a venv with PyTorch in target/python-venv)\n  \
+         test --no-python   every test but the Python package's\n  \
          ops-doc            regenerate docs/ops.md from the importer's op table"
     );
 }
@@ -242,7 +250,7 @@ fn tolerances(meta: &Path) -> Option<(String, String)> {
     Some((field("rtol")?, field("atol")?))
 }
 
-fn test() -> Result<()> {
+fn test(with_python: bool) -> Result<()> {
     run(cargo().args(["fmt", "--all", "--check"]))?;
     run(cargo().args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
     let mut command = cargo();
@@ -252,7 +260,82 @@ fn test() -> Result<()> {
         command.env("INSTA_UPDATE", "no");
     }
     run(&mut command)?;
-    check_dynamic()
+    check_dynamic()?;
+    if with_python { python_tests() } else { Ok(()) }
+}
+
+/// What the Python package's tests install, pinned: PyTorch (from PyPI, with its CUDA wheels:
+/// about 5 GB, 3 minutes to download and install here), the models the tests compile, the build
+/// backend and pytest.
+const PYTHON_TEST_PACKAGES: [&str; 8] = [
+    "torch==2.15.0",
+    "torchvision==0.29.2",
+    "transformers==5.24.0",
+    "numpy==2.4.6",
+    "safetensors==0.8.0",
+    "pytest==9.2.0",
+    "maturin==1.16.0",
+    "pillow==13.0.0",
+];
+
+/// Builds the `ttpu` Python package into a virtual environment with PyTorch
+/// (`target/python-venv`, made once) and runs its tests (`crates/ttpu-py/tests`):
+/// `torch.compile(backend="ttpu")` on real models against eager PyTorch, `ttpu.export` files run by
+/// the CLI, `ttpu.load`. `maturin develop` builds the extension in the dev profile, reusing what the
+/// tests built.
+fn python_tests() -> Result<()> {
+    let root = project_root();
+    let venv = root.join("target").join("python-venv");
+    let python = venv.join("bin").join("python");
+    install_once(&venv, &PYTHON_TEST_PACKAGES, "the Python package's tests", || {
+        ensure_venv()?;
+        run(Command::new("python3").args(["-m", "venv"]).arg(&venv))?;
+        run(Command::new(&python)
+            .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--only-binary=:all:"])
+            .args(PYTHON_TEST_PACKAGES))
+    })?;
+    run(Command::new(venv.join("bin").join("maturin"))
+        .args(["develop", "--quiet", "--manifest-path"])
+        .arg(root.join("crates").join("ttpu-py").join("Cargo.toml"))
+        .env("VIRTUAL_ENV", &venv)
+        .current_dir(&root))?;
+    // `ttpu.export`'s files are checked by running them with the CLI.
+    run(cargo().args(["build", "--quiet", "--package", "ttpu", "--bin", "ttpu"]))?;
+    run(Command::new(&python)
+        .args(["-m", "pytest", "--quiet", "-p", "no:logging", "-p", "no:cacheprovider"])
+        .arg(root.join("crates").join("ttpu-py").join("tests"))
+        .env("TTPU_BIN", root.join("target").join("debug").join("ttpu"))
+        .current_dir(&root))
+}
+
+/// Runs `install` (which fills `dir` with `packages`) unless `dir` already holds exactly that pinned
+/// set; another set, or a half-finished install, starts over from an empty folder.
+fn install_once(dir: &Path, packages: &[&str], purpose: &str, install: impl FnOnce() -> Result<()>) -> Result<()> {
+    let stamp = dir.join(".installed");
+    let wanted = packages.join("\n");
+    if std::fs::read_to_string(&stamp).ok().as_deref() == Some(wanted.as_str()) {
+        return Ok(());
+    }
+    std::fs::remove_dir_all(dir).ok();
+    eprintln!("xtask: installing {} for {purpose}", packages.join(" "));
+    let started = std::time::Instant::now();
+    install()?;
+    eprintln!("xtask: installed in {:.0} s", started.elapsed().as_secs_f64());
+    std::fs::write(&stamp, &wanted).context("marking the packages installed")
+}
+
+/// `python3 -m venv` needs Debian's `python3-venv` where Python is Debian's own.
+fn ensure_venv() -> Result<()> {
+    let has_venv =
+        Command::new("python3").args(["-c", "import ensurepip, venv"]).output().map(|out| out.status.success());
+    if has_venv.unwrap_or(false) {
+        return Ok(());
+    }
+    let command = "apt-get update && apt-get install -y --no-install-recommends python3-venv";
+    if !is_root() {
+        bail!("Python's venv module is missing; run as root:\n  sudo sh -c '{command}'");
+    }
+    run(Command::new("sh").args(["-c", command]))
 }
 
 /// Python packages of the refinement check, pinned: JAX's StableHLO shape refinement and XLA CPU.
@@ -265,19 +348,13 @@ const CHECK_DYNAMIC_PACKAGES: [&str; 4] = ["jax==0.10.2", "jaxlib==0.10.2", "num
 fn check_dynamic() -> Result<()> {
     let root = project_root();
     let site = root.join("target").join("check-dynamic");
-    let stamp = site.join(".installed");
-    let wanted = CHECK_DYNAMIC_PACKAGES.join("\n");
-    // Another pinned set (or a half-finished install) starts over.
-    if std::fs::read_to_string(&stamp).ok().as_deref() != Some(wanted.as_str()) {
-        std::fs::remove_dir_all(&site).ok();
+    install_once(&site, &CHECK_DYNAMIC_PACKAGES, "the refinement check", || {
         ensure_pip()?;
-        eprintln!("xtask: installing {} for the refinement check", CHECK_DYNAMIC_PACKAGES.join(" "));
         run(Command::new("python3")
             .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--only-binary=:all:", "--target"])
             .arg(&site)
-            .args(CHECK_DYNAMIC_PACKAGES))?;
-        std::fs::write(&stamp, &wanted).context("marking the packages installed")?;
-    }
+            .args(CHECK_DYNAMIC_PACKAGES))
+    })?;
     // The tests built the debug binary; lowering needs no optimised build.
     run(cargo().args(["build", "--quiet", "--package", "ttpu", "--bin", "ttpu"]))?;
     run(Command::new("python3")

@@ -38,9 +38,10 @@ pub use loaded::{DeviceOutputs, LoadedModel, Prepared};
 pub use parallel::{Parallelism, Plan, PlanFile};
 pub use session::{Bucketing, Model, Session};
 pub use train::{AdamW, Optimizer, Sgd, Trainer};
+pub use ttpu_fx::{InputRole, ModelInput, ModelOutput, ModelSignature, OutputRole};
 pub use ttpu_ir::DType;
 pub use ttpu_ir::{Mesh, Sharding};
 pub use ttpu_runtime::{
-    CacheSource, CompileInfo, Counters, HostTensor, Runtime, RuntimeOptions, TensorMap, read_safetensors,
-    write_safetensors,
+    CacheSource, CompileInfo, Counters, HostTensor, Runtime, RuntimeOptions, TensorMap, default_disk_cache_dir,
+    read_safetensors, write_safetensors,
 };

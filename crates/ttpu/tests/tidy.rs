@@ -20,6 +20,7 @@ const ALLOWED_EDGES: &[(&str, &[&str])] = &[
     ("ttpu-eager", &["ttpu-ir", "ttpu-torch", "ttpu-fuse", "ttpu-runtime"]),
     ("ttpu", &["ttpu-ir", "ttpu-fx", "ttpu-fuse", "ttpu-stablehlo", "ttpu-runtime"]),
     ("ttpu-filetest", &[]),
+    ("ttpu-py", &["ttpu"]),
     ("xtask", &[]),
 ];
 
