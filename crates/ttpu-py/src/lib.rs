@@ -220,11 +220,11 @@ fn read_safetensors<'py>(py: Python<'py>, path: PathBuf) -> PyResult<Bound<'py, 
     to_python(py, tensors)
 }
 
-/// The plugin `load` uses when given none: `$TTPU_PJRT_PLUGIN`, else the installed CPU plugin.
+/// The plugin the library uses when given none, as the CLI finds it (`$TTPU_PJRT_PLUGIN`, else the
+/// one `cargo xtask setup` installed), or `None` when neither is there.
 #[pyfunction]
-fn default_plugin() -> PyResult<String> {
-    let runtime = runtime(None)?;
-    Ok(runtime.plugin_path().display().to_string())
+fn configured_plugin() -> Option<String> {
+    ttpu::find_plugin().ok().map(|path| path.display().to_string())
 }
 
 #[pymodule]
@@ -233,7 +233,7 @@ fn _ttpu(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<Model>()?;
     module.add_function(wrap_pyfunction!(load, module)?)?;
     module.add_function(wrap_pyfunction!(lower, module)?)?;
-    module.add_function(wrap_pyfunction!(default_plugin, module)?)?;
+    module.add_function(wrap_pyfunction!(configured_plugin, module)?)?;
     module.add_function(wrap_pyfunction!(write_safetensors, module)?)?;
     module.add_function(wrap_pyfunction!(read_safetensors, module)?)?;
     Ok(())

@@ -113,3 +113,11 @@ def test_lower_prints_what_the_cli_prints():
     text = ttpu.lower(fixture)
     assert text == cli
     assert text.count('"stablehlo.dot_general"') == 3
+
+
+def test_the_plugin_is_found_and_a_missing_one_is_named(tmp_path):
+    assert os.path.isfile(ttpu.default_plugin())
+    ep = torch.export.export(_mlp(), (torch.randn(4, 16),))
+    missing = tmp_path / "nowhere.so"
+    with pytest.raises(ttpu.TtpuError, match="nowhere.so"):
+        ttpu.load(ep, device=missing)

@@ -43,5 +43,5 @@ pub use ttpu_ir::DType;
 pub use ttpu_ir::{Mesh, Sharding};
 pub use ttpu_runtime::{
     CacheSource, CompileInfo, Counters, HostTensor, Runtime, RuntimeOptions, TensorMap, default_disk_cache_dir,
-    read_safetensors, write_safetensors,
+    find_plugin, read_safetensors, write_safetensors,
 };

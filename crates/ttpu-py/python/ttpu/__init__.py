@@ -11,7 +11,8 @@ Three ways in:
   the weights resident on the device, compiled once per shape.
 
 The plugin is ``device=`` (a PJRT plugin file), else ``$TTPU_PJRT_PLUGIN``, else the CPU plugin
-``cargo xtask setup`` installed, as in the CLI; compiled programs are cached on disk in the same
+``cargo xtask setup`` installed, as in the CLI, else the CPU plugin the package depends on (PyPI's
+``lammps-jax-pjrt-cpu``, the same build); compiled programs are cached on disk in the same
 folder the CLI uses (``$TTPU_CACHE_DIR``, else ``~/.cache/ttpu/compiled``).
 """
 
@@ -59,7 +60,28 @@ def lower(program, *, fuse: bool = True, fast_math: bool = False) -> str:
 
 def default_plugin() -> str:
     """The PJRT plugin file used when none is given."""
-    return _ttpu.default_plugin()
+    plugin = _plugin(None) or _ttpu.configured_plugin()
+    if plugin is None:
+        raise TtpuError("no PJRT plugin: set TTPU_PJRT_PLUGIN, run `cargo xtask setup`, or pip install lammps-jax-pjrt-cpu")
+    return plugin
+
+
+def _plugin(device) -> str | None:
+    """The plugin file for ``device``; ``None`` lets the library choose as the CLI does
+    (``$TTPU_PJRT_PLUGIN``, else the one ``cargo xtask setup`` installed), unless neither is there
+    and the pip-installed CPU plugin is."""
+    if device is not None:
+        return os.fspath(device)
+    if _ttpu.configured_plugin() is not None:
+        return None
+    import importlib.util
+
+    spec = importlib.util.find_spec("lammps_jax_pjrt_cpu")
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        path = os.path.join(folder, "pjrt_c_api_cpu_plugin.so")
+        if os.path.isfile(path):
+            return path
+    return None
 
 
 class Compiled:
@@ -149,8 +171,7 @@ def load(
     else the installed CPU plugin). ``fuse``, ``fast_math`` and ``prepare_weights`` are the CLI's
     ``--no-fuse``, ``--fast-math`` and ``--no-weight-prep``."""
     source, path, ep = _program_source(program)
-    plugin = os.fspath(device) if device is not None else None
-    options = dict(plugin=plugin, fuse=fuse, fast_math=fast_math, prepare_weights=prepare_weights)
+    options = dict(plugin=_plugin(device), fuse=fuse, fast_math=fast_math, prepare_weights=prepare_weights)
     if ep is not None:
         from ._export import weights_of
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from . import Compiled, _output_kinds, _ttpu
+from . import Compiled, _output_kinds, _plugin, _ttpu
 from ._convert import to_wire
 from ._export import weights_of
 from ._ttpu import TtpuError
@@ -219,7 +219,7 @@ class _GraphRunner:
         keys = {_weight_key(i) for i in range(len(weights))}
         self._constants = {k: to_wire(k, v) for k, v in weights_of(ep).items() if k not in keys}
         self._options = {
-            "plugin": options.get("device"),
+            "plugin": _plugin(options.get("device")),
             **{key: options[key] for key in ("fuse", "fast_math", "prepare_weights") if key in options},
         }
         self._out_spec = ep.call_spec.out_spec
