@@ -161,3 +161,16 @@ def test_a_call_that_needs_autograd_runs_in_eager_pytorch():
 def test_errors_are_python_exceptions_with_the_location():
     with pytest.raises(ttpu.TtpuError, match=r"^bad\.fx:1:1: "):
         ttpu._ttpu.lower("this is not an exported program\n", "bad.fx")
+
+
+def test_buffers_the_graph_updates_follow_pytorch(no_fallback):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU()).train()
+    reference = copy.deepcopy(model)
+    compiled = torch.compile(model, backend="ttpu")
+    with torch.no_grad():
+        for step in range(3):
+            x = torch.randn(2, 3, 8, 8)
+            assert_matches(compiled(x), reference(x), f"step {step}")
+    for (name, got), (_, want) in zip(model.named_buffers(), reference.named_buffers()):
+        assert_matches(got, want, name)

@@ -223,6 +223,13 @@ class _GraphRunner:
             **{key: options[key] for key in ("fuse", "fast_math", "prepare_weights") if key in options},
         }
         self._out_spec = ep.call_spec.out_spec
+        # Weights the graph updates in place (batch norm's running statistics in training mode):
+        # after each run their new values go back into PyTorch's tensors, as eager would leave them.
+        self._mutated = [
+            int(target[len("weight") :])
+            for target in ep.graph_signature.buffers_to_mutate.values()
+            if target in keys
+        ]
         self._output_kinds = _output_kinds(ep)
         self._load([example_inputs[p] for p in weights])
 
@@ -249,4 +256,11 @@ class _GraphRunner:
             # PyTorch changed a weight (an optimizer step, load_state_dict): upload them again.
             self._load(weights)
         calls["ttpu"] += 1
-        return self._compiled(*inputs)
+        out = self._compiled(*inputs)
+        if self._mutated:
+            with torch.no_grad():
+                for index in self._mutated:
+                    weights[index].copy_(self._compiled.state(_weight_key(index)))
+            # Those copies are ours: the device already holds these values.
+            self._versions = [(w.data_ptr(), w._version) for w in weights]
+        return out
