@@ -121,3 +121,17 @@ def test_the_plugin_is_found_and_a_missing_one_is_named(tmp_path):
     missing = tmp_path / "nowhere.so"
     with pytest.raises(ttpu.TtpuError, match="nowhere.so"):
         ttpu.load(ep, device=missing)
+
+
+@pytest.mark.parametrize(
+    ("shape", "dtype", "message"),
+    [
+        ([-1], "f32", r"tensor `a`: invalid shape \[-1\]"),
+        ([2**62, 2**62], "f32", r"tensor `a`: invalid shape"),
+        ([3], "f32", r"tensor `a`: a tensor of type f32\[3\] needs 12 bytes, found 4"),
+        ([1], "f33", r"tensor `a`: unknown dtype `f33`"),
+    ],
+)
+def test_malformed_tensors_are_errors_not_crashes(tmp_path, shape, dtype, message):
+    with pytest.raises(ttpu.TtpuError, match=message):
+        ttpu._ttpu.write_safetensors(str(tmp_path / "a.safetensors"), {"a": (np.zeros(4, np.uint8), dtype, shape)})
