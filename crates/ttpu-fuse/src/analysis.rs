@@ -3,8 +3,10 @@
 //! Every e-class has exactly one [`TensorType`]: rules only union classes of equal type (the
 //! applier checks before it adds anything), so merging never has to choose. Constant facts come
 //! from `constant` nodes and travel through data movement that keeps a splat a splat
-//! (`broadcast_in_dim`, `reshape`, `transpose`, `slice`). Side conditions of rules read these facts,
-//! never printed text.
+//! (`broadcast_in_dim`, `reshape`, `transpose`, `slice`). A class is *resident* when its value
+//! can be computed from resident inputs (weights that calls do not change, `FuseOptions::resident_inputs`)
+//! and constants alone: the driver computes such values once, at load. Side conditions of rules read
+//! these facts, never printed text.
 
 use egg::{Analysis, DidMerge, EGraph, Id};
 use smallvec::SmallVec;
@@ -22,6 +24,16 @@ pub(crate) type FuseGraph = EGraph<FNode, FuseAnalysis>;
 #[derive(Debug, Default)]
 pub(crate) struct FuseAnalysis {
     pub(crate) input_types: Vec<TensorType>,
+    /// Per input, whether calls leave it unchanged (`FuseOptions::resident_inputs`, padded with
+    /// `false`).
+    pub(crate) resident_inputs: Vec<bool>,
+}
+
+impl FuseAnalysis {
+    /// Whether resident work is counted as done once (some input is resident).
+    pub(crate) fn prepares(&self) -> bool {
+        self.resident_inputs.contains(&true)
+    }
 }
 
 /// Facts about one e-class.
@@ -33,6 +45,13 @@ pub(crate) struct Data {
     pub(crate) value: Option<Literal>,
     /// The raw bytes of the one element, when every element of the class is the same.
     pub(crate) splat: Option<SmallVec<[u8; 8]>>,
+    /// Whether some node of the class reads only resident inputs and constants (transitively).
+    pub(crate) resident: bool,
+    /// Whether some such node reads at least one resident input: work the driver's load-time
+    /// split does once (constant-only work is left to XLA's constant folding).
+    pub(crate) weighty: bool,
+    /// Whether the class holds a `broadcast_in_dim`: an expansion, which the driver keeps per call.
+    pub(crate) expanded: bool,
 }
 
 impl Data {
@@ -71,7 +90,8 @@ impl Analysis<FNode> for FuseAnalysis {
         let (op, index) = match &enode.head {
             Head::Input(index) => {
                 let ty = egraph.analysis.input_types[*index as usize].clone();
-                return Data { ty, value: None, splat: None };
+                let resident = egraph.analysis.resident_inputs.get(*index as usize).copied().unwrap_or(false);
+                return Data { ty, value: None, splat: None, resident, weighty: resident, expanded: false };
             }
             Head::Op(key) => (key.op(), 0),
             Head::Result(index, key) => (key.op(), *index as usize),
@@ -82,9 +102,12 @@ impl Analysis<FNode> for FuseAnalysis {
             .into_iter()
             .nth(index)
             .expect("the op has this result");
+        // A loop's results are never prepared, and no rule reads them.
         if matches!(enode.head, Head::Result(..)) {
-            return Data { ty, value: None, splat: None };
+            return Data { ty, value: None, splat: None, resident: false, weighty: false, expanded: false };
         }
+        let resident = enode.children.iter().all(|&child| egraph[child].data.resident);
+        let weighty = resident && enode.children.iter().any(|&child| egraph[child].data.weighty);
         let (value, splat) = match op {
             Op::Constant(literal) => ((literal.len() <= SMALL_CONSTANT).then(|| literal.clone()), splat_of(literal)),
             Op::BroadcastInDim { .. } | Op::Reshape(_) | Op::Transpose(_) => {
@@ -95,7 +118,8 @@ impl Analysis<FNode> for FuseAnalysis {
             }
             _ => (None, None),
         };
-        Data { ty, value, splat }
+        let expanded = matches!(op, Op::BroadcastInDim { .. });
+        Data { ty, value, splat, resident, weighty, expanded }
     }
 
     fn merge(&mut self, to: &mut Data, from: Data) -> DidMerge {
@@ -117,6 +141,17 @@ impl Analysis<FNode> for FuseAnalysis {
             }
             (Some(_), None) => changed_from = true,
             _ => {}
+        }
+        // Equal values: if one node of either class is resident, the merged class is.
+        let flags =
+            [(&mut to.resident, from.resident), (&mut to.weighty, from.weighty), (&mut to.expanded, from.expanded)];
+        for (to_flag, from_flag) in flags {
+            if !*to_flag && from_flag {
+                *to_flag = true;
+                changed_to = true;
+            } else if *to_flag && !from_flag {
+                changed_from = true;
+            }
         }
         DidMerge(changed_to, changed_from)
     }

@@ -30,7 +30,10 @@ pub(crate) struct Loaded {
 /// `options`: nothing outside a loop rewrites what is inside it.
 pub(crate) fn load(graph: &Graph, options: &FuseOptions) -> Result<Loaded> {
     let input_types = graph.inputs.iter().map(|&input| graph.ty(input).clone()).collect();
-    let mut egraph = FuseGraph::new(FuseAnalysis { input_types });
+    let resident_inputs = options.resident_inputs.clone();
+    let mut egraph = FuseGraph::new(FuseAnalysis { input_types, resident_inputs });
+    // A loop's graphs have inputs of their own (the loop state), none of them resident.
+    let loop_options = FuseOptions { resident_inputs: Vec::new(), ..options.clone() };
     let mut classes: Vec<Option<Id>> = vec![None; graph.value_count()];
     for (index, &input) in graph.inputs.iter().enumerate() {
         let index = u32::try_from(index).expect("fewer than 2^32 inputs");
@@ -44,8 +47,8 @@ pub(crate) fn load(graph: &Graph, options: &FuseOptions) -> Result<Loaded> {
             .map(|operand| classes[operand.index_usize()].expect("a verified graph defines operands before use"))
             .collect();
         if let Op::While(while_loop) = &node.op {
-            let cond = crate::fuse(&while_loop.cond, options)?.0;
-            let body = crate::fuse(&while_loop.body, options)?.0;
+            let cond = crate::fuse(&while_loop.cond, &loop_options)?.0;
+            let body = crate::fuse(&while_loop.body, &loop_options)?.0;
             let op = Op::While(Box::new(WhileLoop { cond, body }));
             for (index, &result) in node.results.iter().enumerate() {
                 let index = u32::try_from(index).expect("fewer than 2^32 results");
@@ -79,7 +82,8 @@ pub(crate) fn load(graph: &Graph, options: &FuseOptions) -> Result<Loaded> {
 /// all operands already added lets the sweeps settle at once.
 pub(crate) fn topological(egraph: &FuseGraph) -> (FuseGraph, HashMap<Id, Id>) {
     let input_types = egraph.analysis.input_types.clone();
-    let mut ordered = FuseGraph::new(FuseAnalysis { input_types });
+    let resident_inputs = egraph.analysis.resident_inputs.clone();
+    let mut ordered = FuseGraph::new(FuseAnalysis { input_types, resident_inputs });
     let mut map: HashMap<Id, Id> = HashMap::new();
     let mut ready: Vec<Id> = Vec::new();
     let add_ready_node = |class: Id, ordered: &mut FuseGraph, map: &HashMap<Id, Id>| -> Option<Id> {

@@ -62,11 +62,23 @@ pub struct FuseOptions {
     /// on the machine's speed, while the node and iteration limits make the same graph always
     /// fuse to the same bytes.
     pub time_limit: Option<Duration>,
+    /// Per graph input, whether its value stays the same from call to call (a weight that no call
+    /// mutates); missing entries are `false`. Work that reads only such inputs and constants is
+    /// done once, when the weights are bound (the driver's load-time split), so when any input is
+    /// resident the cost model counts that work as free and prefers forms that move arithmetic
+    /// onto weights. Empty (the default): every op is priced as running on every call.
+    pub resident_inputs: Vec<bool>,
 }
 
 impl Default for FuseOptions {
     fn default() -> FuseOptions {
-        FuseOptions { fast_math: false, node_limit: 200_000, iter_limit: 30, time_limit: None }
+        FuseOptions {
+            fast_math: false,
+            node_limit: 200_000,
+            iter_limit: 30,
+            time_limit: None,
+            resident_inputs: Vec::new(),
+        }
     }
 }
 
@@ -111,8 +123,8 @@ pub fn fuse(graph: &Graph, options: &FuseOptions) -> Result<(Graph, FuseReport)>
     ttpu_ir::verify(&extracted).map_err(Error::Internal)?;
     // Extraction costs trees, so a shared value can make the chosen graph dearer than the input
     // when each node is counted once; the input is kept then, so fusing never costs more.
-    let cost_before = cost::graph_cost(graph);
-    let extracted_cost = cost::graph_cost(&extracted);
+    let cost_before = cost::graph_cost(graph, &options.resident_inputs);
+    let extracted_cost = cost::graph_cost(&extracted, &options.resident_inputs);
     let (fused, cost_after) =
         if extracted_cost <= cost_before { (extracted, extracted_cost) } else { (graph.clone(), cost_before) };
     let egraph = &runner.egraph;

@@ -1,10 +1,12 @@
 //! Data-driven tests: every `tests/filetests/*.ttir` file is one fuse case (harness: `ttpu-filetest`).
 //!
-//! A file is a `; test fuse` header, optional `; set fast_math=true`, optional `;` comment lines,
+//! A file is a `; test fuse` header, optional `; set fast_math=true` and `; set resident=0,2`
+//! (the inputs that are resident weights, `FuseOptions::resident_inputs`), optional `;` comment lines,
 //! the input IR text, and an `; expected:` line followed by the expected output: a
 //! `; rules fired: ...` line and the fused IR text. Besides comparing text, every case runs the
 //! input and the fused graph through the reference interpreter on several random inputs and checks
-//! the results are bit-identical (close, for fast-math cases).
+//! the results are bit-identical (for fast-math cases: close where finite, and not finite at the
+//! same places).
 //!
 //! Run with `TTPU_BLESS=1` to rewrite the expected blocks from the actual output.
 
@@ -30,18 +32,28 @@ fn run(case: &Case) -> Result<String, String> {
         Some("true") => true,
         Some(other) => return Err(format!("fast_math is `true` or `false`, found `{other}`")),
     };
-    if let Some((name, _)) = case.settings.iter().find(|(name, _)| name != "fast_math") {
+    if let Some((name, _)) = case.settings.iter().find(|(name, _)| name != "fast_math" && name != "resident") {
         return Err(format!("unknown setting `{name}`"));
     }
     let graph = parse(&case.body).map_err(|error| format!("the input does not parse: {error}"))?;
-    let options = FuseOptions { fast_math, ..FuseOptions::default() };
+    let mut resident_inputs = vec![false; graph.inputs.len()];
+    for index in case.setting("resident").into_iter().flat_map(|list| list.split(',')) {
+        let slot = index
+            .trim()
+            .parse::<usize>()
+            .ok()
+            .and_then(|index| resident_inputs.get_mut(index))
+            .ok_or_else(|| format!("resident takes input indices, found `{index}`"))?;
+        *slot = true;
+    }
+    let options = FuseOptions { fast_math, resident_inputs, ..FuseOptions::default() };
     let (fused, report) = fuse(&graph, &options).map_err(|error| error.to_string())?;
     for seed in 0..4 {
         let inputs = Inputs::new(seed).for_graph(&graph);
         let before = eval(&graph, &inputs)?;
         let after = eval(&fused, &inputs)?;
         for (index, (before, after)) in before.iter().zip(&after).enumerate() {
-            let same = if fast_math { before.close(after, 1e-5) } else { before.bit_identical(after) };
+            let same = if fast_math { before.close_where_finite(after, 1e-5) } else { before.bit_identical(after) };
             if !same {
                 return Err(format!(
                     "output {index} changed (seed {seed}):\nbefore {before:?}\nafter {after:?}\nfused:\n{}",

@@ -81,9 +81,16 @@ impl Compiler {
         ttpu_ir::verify(&module.graph).map_err(|errors| Error::Internal { pass: "import", errors })?;
         run_passes(&mut module.graph, PASSES)?;
         let Some(fuse_options) = &options.fuse else { return Ok((module, None)) };
+        // With the load-time split, work on weights alone runs once: the optimizer prices it so.
+        let fuse_options = if options.prepare_weights && fuse_options.resident_inputs.is_empty() {
+            let resident_inputs = crate::prepare::resident_inputs(&module.signature);
+            ttpu_fuse::FuseOptions { resident_inputs, ..fuse_options.clone() }
+        } else {
+            fuse_options.clone()
+        };
         let (fused, report) = {
             let _span = tracing::debug_span!("pass", name = "fuse").entered();
-            ttpu_fuse::fuse(&module.graph, fuse_options)?
+            ttpu_fuse::fuse(&module.graph, &fuse_options)?
         };
         ttpu_ir::verify(&fused).map_err(|errors| Error::Internal { pass: "fuse", errors })?;
         tracing::debug!(ops_before = report.ops_before, ops_after = report.ops_after, stop = %report.stop_reason, "fused");

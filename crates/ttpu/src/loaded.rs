@@ -243,14 +243,7 @@ impl LoadedModel {
                 }
             }
         }
-        let resident = signature
-            .inputs
-            .iter()
-            .enumerate()
-            .map(|(index, input)| {
-                input.role != InputRole::UserInput && !mutations.iter().any(|&(_, mutated)| mutated == index)
-            })
-            .collect();
+        let resident = crate::prepare::resident_inputs(signature);
         Ok(LoadedModel {
             runtime,
             model,

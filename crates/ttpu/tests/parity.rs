@@ -216,3 +216,32 @@ fn sessions_on_one_runtime_share_its_shape_keyed_compile_cache() {
     sessions[0].run(&sessions[0].load_model(&source, "m.fx").expect("loads"), &weights, &batch_input(9)).expect("runs");
     assert_eq!(runtime.counters().compiles, 2);
 }
+
+/// With fast-math the batch norms of the convolution networks fold into the convolutions before
+/// them (the optimizer reports the fold), and the outputs still match PyTorch within each
+/// fixture's tolerances. The folded models also run their load-time preparation, which computes
+/// the scaled kernels.
+#[test]
+fn fast_math_folds_batch_norms_and_still_matches_pytorch() {
+    let fuse = ttpu_fuse::FuseOptions { fast_math: true, ..ttpu_fuse::FuseOptions::default() };
+    let options = ttpu::CompileOptions { fuse: Some(fuse), ..ttpu::CompileOptions::default() };
+    let mut session = ttpu::Session::with_runtime(common::session().runtime().clone());
+    session.set_compile_options(options.clone());
+    for name in ["cnn", "tv_resnet18", "tv_mobilenet_v3_small", "tv_efficientnet_b0"] {
+        let folder = common::fixtures_dir().join(name);
+        let source = std::fs::read_to_string(folder.join("model.fx")).expect("model.fx is readable");
+        let path = common::relative_model_path(name);
+        let program = ttpu_fx::parse(&source, &path).expect("the model parses");
+        let (_, report) = ttpu::Compiler::new().import_with_report(&program, &options).expect("the model imports");
+        let report = report.expect("the optimizer ran");
+        assert!(
+            report.rules_fired.iter().any(|(rule, _)| *rule == "fold-scale-into-convolution"),
+            "{name}: no batch norm folded\n{report}"
+        );
+        let model = session.load_model(&source, &path).expect("the model loads");
+        let weights = read_safetensors(&folder.join("weights.safetensors")).expect("weights read");
+        let inputs = read_safetensors(&folder.join("inputs.safetensors")).expect("inputs read");
+        let outputs = session.run(&model, &weights, &inputs).unwrap_or_else(|error| panic!("{name}: {error}"));
+        assert_parity(name, &folder, &outputs, "expected.safetensors");
+    }
+}

@@ -164,7 +164,10 @@ fn dot_transpose_rhs(egraph: &FuseGraph, node: &FNode, out: &mut Vec<Rhs>) {
 }
 
 /// The operand and attributes of a `broadcast_in_dim` in class `id`.
-fn broadcasts(egraph: &FuseGraph, id: Id) -> impl Iterator<Item = (Id, &SmallVec<[i64; 4]>, &ttpu_ir::Shape)> {
+pub(super) fn broadcasts(
+    egraph: &FuseGraph,
+    id: Id,
+) -> impl Iterator<Item = (Id, &SmallVec<[i64; 4]>, &ttpu_ir::Shape)> {
     nodes_of(egraph, id).filter_map(|(op, operands)| match (op, operands) {
         (Op::BroadcastInDim { dims, shape }, [source]) => Some((*source, dims, shape)),
         _ => None,

@@ -7,8 +7,11 @@
 //! union classes of different types; a rule that tries is a bug and trips a debug assertion.
 //!
 //! [`exact_rules`] keep every result bit-identical and run by default. [`fast_math_rules`] may
-//! change rounding and run only with `FuseOptions::fast_math`.
+//! change rounding and run only with `FuseOptions::fast_math`: `fast_math` (reassociation with
+//! constants, division as a product) and `channel` (per-channel scales and shifts folded into the
+//! convolution or dot_general before them, which creates weight-only work).
 
+mod channel;
 mod convert;
 mod fast_math;
 mod fold;
@@ -39,7 +42,7 @@ pub(crate) fn exact_rules() -> Vec<Rule> {
 
 /// The rules that may change rounding; only with `FuseOptions::fast_math`.
 pub(crate) fn fast_math_rules() -> Vec<Rule> {
-    fast_math::RULES.to_vec()
+    [fast_math::RULES, channel::RULES].concat()
 }
 
 /// An expression to union with the matched class: new nodes over existing classes.

@@ -2,8 +2,9 @@
 //!
 //! Elements are `Scalar`s rounded to their dtype after every operation (through the literal byte
 //! encoding), so f32 arithmetic is exactly what an f32 device computes for `+ - * /`. Reductions and
-//! dot products accumulate in row-major order of the reduced dims, rounding after each step.
-//! Unsupported ops (`reduce_window`, `convolution`, `gather`, `scatter`) return an error.
+//! dot products accumulate in row-major order of the reduced dims, rounding after each step;
+//! convolutions accumulate over input features, then kernel offsets in row-major order.
+//! Unsupported ops (`reduce_window`, `gather`, `scatter`, ...) return an error.
 
 use ttpu_ir::{
     BinaryOp, CompareDirection, DType, Graph, Literal, Op, ReduceKind, Scalar, TensorType, UnaryOp, ValueId,
@@ -32,6 +33,23 @@ impl Tensor {
             && self.dims == other.dims
             && self.elems.iter().zip(&other.elems).all(|(a, b)| match (a, b) {
                 (Scalar::Float(a), Scalar::Float(b)) => (a.is_nan() && b.is_nan()) || a.to_bits() == b.to_bits(),
+                _ => a == b,
+            })
+    }
+
+    /// Whether both tensors are equal up to a relative tolerance where both elements are finite,
+    /// and not finite at the same places (for rules that reassociate products: with an infinity
+    /// among the factors, one order gives `inf` where another gives `inf * 0 = NaN`).
+    pub fn close_where_finite(&self, other: &Tensor, tolerance: f64) -> bool {
+        self.dtype == other.dtype
+            && self.dims == other.dims
+            && self.elems.iter().zip(&other.elems).all(|(a, b)| match (a, b) {
+                (Scalar::Float(a), Scalar::Float(b)) if !a.is_finite() || !b.is_finite() => {
+                    !a.is_finite() && !b.is_finite()
+                }
+                (Scalar::Float(a), Scalar::Float(b)) => {
+                    a == b || (a - b).abs() <= tolerance * a.abs().max(b.abs()).max(1e-30)
+                }
                 _ => a == b,
             })
     }
@@ -386,6 +404,7 @@ pub fn eval(graph: &Graph, inputs: &[Tensor]) -> Result<Vec<Tensor>, String> {
                     })
                     .collect()
             }
+            Op::Convolution(conv) => convolution(conv, &operands[0], &operands[1], &dims, dtype),
             Op::Reduce { kind, dimensions } => {
                 let operand = &operands[0];
                 let mut acc = vec![round(dtype, kind.identity(dtype)); count];
@@ -404,6 +423,57 @@ pub fn eval(graph: &Graph, inputs: &[Tensor]) -> Result<Vec<Tensor>, String> {
         values[node.results[0].index_usize()] = Some(Tensor { dtype, dims, elems });
     }
     Ok(graph.outputs.iter().map(|&id| get(&values, id)).collect())
+}
+
+/// StableHLO's `convolution` of `input` and `kernel` into a result of `dims`: each output feature
+/// reads its feature group's input features and its batch group's images.
+fn convolution(conv: &ttpu_ir::ConvDims, input: &Tensor, kernel: &Tensor, dims: &[usize], dtype: DType) -> Vec<Scalar> {
+    let at = |tensor: &Tensor, dim: i64| tensor.dims[dim as usize] as i64;
+    let out_features = at(kernel, conv.kernel_output_feature);
+    let kernel_features = at(kernel, conv.kernel_input_feature);
+    let per_feature_group = out_features / conv.feature_group_count;
+    let per_batch_group = out_features / conv.batch_group_count;
+    let out_batch = dims[conv.output_batch as usize] as i64;
+    let kernel_spatial: Vec<usize> = conv.kernel_spatial.iter().map(|&dim| kernel.dims[dim as usize]).collect();
+    let offsets = indices(&kernel_spatial);
+    let (input_strides, kernel_strides) = (strides(&input.dims), strides(&kernel.dims));
+    let input_stride = |dim: i64| input_strides[dim as usize];
+    let kernel_stride = |dim: i64| kernel_strides[dim as usize];
+    let zero = round(dtype, ReduceKind::Sum.identity(dtype));
+    indices(dims)
+        .iter()
+        .map(|index| {
+            let batch = index[conv.output_batch as usize] as i64;
+            let feature = index[conv.output_feature as usize] as i64;
+            let image = (feature / per_batch_group) * out_batch + batch;
+            let first_feature = (feature / per_feature_group) * kernel_features;
+            let mut acc = zero;
+            for channel in 0..kernel_features {
+                let input_base = image as usize * input_stride(conv.input_batch)
+                    + (first_feature + channel) as usize * input_stride(conv.input_feature);
+                let kernel_base = channel as usize * kernel_stride(conv.kernel_input_feature)
+                    + feature as usize * kernel_stride(conv.kernel_output_feature);
+                'offsets: for offset in &offsets {
+                    let (mut input_at, mut kernel_at) = (input_base, kernel_base);
+                    for (k, &position) in offset.iter().enumerate() {
+                        let out_position = index[conv.output_spatial[k] as usize] as i64;
+                        // The position in the dilated, padded input.
+                        let dilated = out_position * conv.window_strides[k] + position as i64 * conv.rhs_dilation[k]
+                            - conv.padding[k].0;
+                        let (step, size) = (conv.lhs_dilation[k], at(input, conv.input_spatial[k]));
+                        if dilated < 0 || dilated % step != 0 || dilated / step >= size {
+                            continue 'offsets;
+                        }
+                        input_at += (dilated / step) as usize * input_stride(conv.input_spatial[k]);
+                        kernel_at += position * kernel_stride(conv.kernel_spatial[k]);
+                    }
+                    let product = binary(BinaryOp::Multiply, dtype, input.elems[input_at], kernel.elems[kernel_at]);
+                    acc = binary(BinaryOp::Add, dtype, acc, product);
+                }
+            }
+            acc
+        })
+        .collect()
 }
 
 /// Floats every rule about IEEE arithmetic has to survive.
