@@ -24,6 +24,7 @@
 mod compiler;
 mod conv;
 mod error;
+mod layout;
 mod loaded;
 pub mod parallel;
 pub mod parity;

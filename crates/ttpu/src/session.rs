@@ -19,10 +19,10 @@ use ttpu_fx::{ModelSignature, Module};
 use ttpu_ir::{Dim, PaddingVerdict, PaddingVerdicts};
 use ttpu_runtime::{CompileInfo, CompileSpec, Executable, HostTensor, Runtime, RuntimeOptions, TensorMap};
 
-use crate::conv;
 use crate::loaded::LoadedModel;
 use crate::prepare::{self, WeightSplit};
 use crate::{CompileOptions, Compiler, Error, Result};
+use crate::{conv, layout};
 
 /// A model read from `.fx` text, ready to run at any size its range constraints allow. Cheap to
 /// clone (a shared handle).
@@ -104,8 +104,8 @@ impl Specialisation {
     }
 
     /// The graph split into preparation and per-call programs (small convolutions first
-    /// written as matrix products, other convolution kernels turned to the layout the kernels
-    /// read), where `resident[i]` says input `i` is a weight
+    /// written as matrix products, activations around convolutions made channels-last, other
+    /// convolution kernels turned to the layout the kernels read), where `resident[i]` says input `i` is a weight
     /// that no call changes; `None` when nothing would be prepared. Computed once.
     pub(crate) fn weight_split(&self, resident: &[bool]) -> Result<Option<Arc<WeightSplit>>> {
         let mut split = self.split.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -113,6 +113,7 @@ impl Specialisation {
             return Ok(found.clone());
         }
         let graph = conv::convolutions_as_matmuls(&self.module.graph, conv::Rule::default())?;
+        let graph = layout::channels_last(&graph)?;
         let graph = prepare::kernels_to_spatial_major(&graph, resident)?;
         let made = prepare::split(&graph, resident)?.map(Arc::new);
         *split = Some(made.clone());
