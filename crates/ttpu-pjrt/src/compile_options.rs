@@ -6,15 +6,150 @@
 //! with the field numbers of OpenXLA's `xla/pjrt/proto/compile_options.proto`
 //! and `xla/xla_data.proto`, and let `prost` encode them; no `protoc` or
 //! vendored `.proto` needed.
+//!
+//! XLA's debug options (`xla.DebugOptions`, hundreds of fields that change
+//! between XLA versions) are set by name, the way JAX's `compiler_options`
+//! sets them: through `env_option_overrides`, which the plugin applies with
+//! protobuf reflection on top of its own defaults
+//! (`CompileOptions::ApplyAllOptionOverrides`). Sending a `DebugOptions`
+//! message instead would replace every default with proto3's zeros. An
+//! unknown name comes back as the plugin's error `No such compile option:
+//! '<name>'`, and a value of the wrong type as `While setting option <name>,
+//! '<value>' is not a valid <type> value.`
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::hash::{Hash, Hasher};
 
 use prost::Message;
 
-/// `xla.CompileOptionsProto`, reduced to the one field we set.
+/// `xla.CompileOptionsProto`, reduced to the fields we set.
 #[derive(Clone, PartialEq, Message)]
 pub(crate) struct CompileOptionsProto {
     /// `ExecutableBuildOptionsProto executable_build_options = 3;`
     #[prost(message, optional, tag = "3")]
     pub executable_build_options: Option<ExecutableBuildOptionsProto>,
+    /// `map<string, OptionOverrideProto> env_option_overrides = 7;`, sorted by
+    /// name so the same options always encode to the same bytes (the disk
+    /// cache keys by them).
+    #[prost(btree_map = "string, message", tag = "7")]
+    pub env_option_overrides: BTreeMap<String, OptionOverrideProto>,
+}
+
+/// `xla.OptionOverrideProto`: one option's value.
+#[derive(Clone, PartialEq, Message)]
+pub(crate) struct OptionOverrideProto {
+    /// `oneof value { string string_field = 1; bool bool_field = 2; int64 int_field = 3; double double_field = 4; }`
+    #[prost(oneof = "OptionOverrideValue", tags = "1, 2, 3, 4")]
+    pub value: Option<OptionOverrideValue>,
+}
+
+/// The `value` oneof of `xla.OptionOverrideProto`.
+#[derive(Clone, PartialEq, prost::Oneof)]
+pub(crate) enum OptionOverrideValue {
+    /// `string string_field = 1;`
+    #[prost(string, tag = "1")]
+    String(String),
+    /// `bool bool_field = 2;`
+    #[prost(bool, tag = "2")]
+    Bool(bool),
+    /// `int64 int_field = 3;`
+    #[prost(int64, tag = "3")]
+    Int(i64),
+    /// `double double_field = 4;`
+    #[prost(double, tag = "4")]
+    Double(f64),
+}
+
+/// The value of an XLA option set by name (a field of `xla.DebugOptions`,
+/// such as `xla_cpu_use_thunk_runtime` or `xla_dump_to`). The plugin checks
+/// it against the field's type: a bool field takes [`OptionValue::Bool`] (or
+/// the strings `True`/`False`), an integer field [`OptionValue::Int`], a
+/// float field [`OptionValue::Float`], and a string field
+/// [`OptionValue::String`]; integer and float fields also parse strings.
+#[derive(Clone, Debug)]
+pub enum OptionValue {
+    /// A bool.
+    Bool(bool),
+    /// An integer.
+    Int(i64),
+    /// A float. Compared and hashed by its bits, so a compile cache tells
+    /// `0.0` from `-0.0` and a NaN equals itself.
+    Float(f64),
+    /// A string.
+    String(String),
+}
+
+impl OptionValue {
+    /// Reads a value typed on a command line: `true`/`false` as a bool, an
+    /// integer as an integer, a number with a fraction or exponent (or `inf`,
+    /// `nan`) as a float, and anything else as a string; a value in double
+    /// quotes is always a string, without the quotes (`"12"` for a string
+    /// field that holds digits).
+    pub fn parse(text: &str) -> OptionValue {
+        if let Some(quoted) = text.strip_prefix('"').and_then(|rest| rest.strip_suffix('"')) {
+            return OptionValue::String(quoted.to_owned());
+        }
+        match text {
+            "true" => return OptionValue::Bool(true),
+            "false" => return OptionValue::Bool(false),
+            _ => {}
+        }
+        if let Ok(int) = text.parse::<i64>() {
+            return OptionValue::Int(int);
+        }
+        match text.parse::<f64>() {
+            Ok(float) => OptionValue::Float(float),
+            Err(_) => OptionValue::String(text.to_owned()),
+        }
+    }
+
+    fn to_proto(&self) -> OptionOverrideProto {
+        let value = match self {
+            OptionValue::Bool(value) => OptionOverrideValue::Bool(*value),
+            OptionValue::Int(value) => OptionOverrideValue::Int(*value),
+            OptionValue::Float(value) => OptionOverrideValue::Double(*value),
+            OptionValue::String(value) => OptionOverrideValue::String(value.clone()),
+        };
+        OptionOverrideProto { value: Some(value) }
+    }
+}
+
+impl PartialEq for OptionValue {
+    fn eq(&self, other: &OptionValue) -> bool {
+        match (self, other) {
+            (OptionValue::Bool(a), OptionValue::Bool(b)) => a == b,
+            (OptionValue::Int(a), OptionValue::Int(b)) => a == b,
+            (OptionValue::Float(a), OptionValue::Float(b)) => a.to_bits() == b.to_bits(),
+            (OptionValue::String(a), OptionValue::String(b)) => a == b,
+            _ => false,
+        }
+    }
+}
+
+impl Eq for OptionValue {}
+
+impl Hash for OptionValue {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        std::mem::discriminant(self).hash(state);
+        match self {
+            OptionValue::Bool(value) => value.hash(state),
+            OptionValue::Int(value) => value.hash(state),
+            OptionValue::Float(value) => value.to_bits().hash(state),
+            OptionValue::String(value) => value.hash(state),
+        }
+    }
+}
+
+impl fmt::Display for OptionValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OptionValue::Bool(value) => write!(f, "{value}"),
+            OptionValue::Int(value) => write!(f, "{value}"),
+            OptionValue::Float(value) => write!(f, "{value:?}"),
+            OptionValue::String(value) => write!(f, "{value:?}"),
+        }
+    }
 }
 
 /// `xla.ExecutableBuildOptionsProto`, reduced to the fields we set.
@@ -81,18 +216,31 @@ pub struct CompileOptions {
     /// `replica_devices`; argument lists then go per partition, in this
     /// order.
     pub partition_devices: Vec<i32>,
+    /// XLA options set by name (fields of `xla.DebugOptions`), applied by
+    /// the plugin on top of its defaults; a name given twice takes its last
+    /// value. Empty: XLA's defaults.
+    pub xla_options: Vec<(String, OptionValue)>,
 }
 
 impl CompileOptions {
     /// One replica per device of `ids`, in that order.
     pub fn replicated(ids: &[i32]) -> CompileOptions {
-        CompileOptions { replica_devices: ids.to_vec(), partition_devices: Vec::new() }
+        CompileOptions { replica_devices: ids.to_vec(), ..CompileOptions::default() }
     }
 
     /// One SPMD partition per device of `ids`, in that order, partitioned by
     /// Shardy.
     pub fn partitioned(ids: &[i32]) -> CompileOptions {
-        CompileOptions { replica_devices: Vec::new(), partition_devices: ids.to_vec() }
+        CompileOptions { partition_devices: ids.to_vec(), ..CompileOptions::default() }
+    }
+
+    /// The same options with these XLA options (see [`CompileOptions::xla_options`]).
+    pub fn with_xla_options(self, xla_options: Vec<(String, OptionValue)>) -> CompileOptions {
+        CompileOptions { xla_options, ..self }
+    }
+
+    fn option_overrides(&self) -> BTreeMap<String, OptionOverrideProto> {
+        self.xla_options.iter().map(|(name, value)| (name.clone(), value.to_proto())).collect()
     }
 
     /// Number of replicas (at least one).
@@ -123,6 +271,7 @@ impl CompileOptions {
                     }),
                     use_shardy_partitioner: true,
                 }),
+                env_option_overrides: self.option_overrides(),
             }
             .encode_to_vec();
         }
@@ -143,6 +292,7 @@ impl CompileOptions {
                 device_assignment,
                 use_shardy_partitioner: false,
             }),
+            env_option_overrides: self.option_overrides(),
         }
         .encode_to_vec()
     }
@@ -173,6 +323,64 @@ mod tests {
         let assignment = build.device_assignment.expect("assignment");
         assert_eq!((assignment.replica_count, assignment.computation_count), (2, 1));
         assert_eq!(assignment.computation_devices[0].replica_device_ids, vec![3, 1]);
+    }
+
+    #[test]
+    fn xla_options_encode_as_env_option_overrides_sorted_by_name() {
+        let options = CompileOptions::default().with_xla_options(vec![
+            ("xla_dump_to".into(), OptionValue::String("/tmp/dump".into())),
+            ("xla_cpu_use_thunk_runtime".into(), OptionValue::Bool(false)),
+            ("xla_backend_optimization_level".into(), OptionValue::Int(1)),
+            ("xla_gpu_auto_spmd_partitioning_memory_budget_ratio".into(), OptionValue::Float(0.5)),
+            ("xla_backend_optimization_level".into(), OptionValue::Int(2)),
+        ]);
+        let bytes = options.to_proto_bytes();
+        let decoded = CompileOptionsProto::decode(bytes.as_slice()).expect("decodes");
+        let names: Vec<&str> = decoded.env_option_overrides.keys().map(String::as_str).collect();
+        assert_eq!(
+            names,
+            [
+                "xla_backend_optimization_level",
+                "xla_cpu_use_thunk_runtime",
+                "xla_dump_to",
+                "xla_gpu_auto_spmd_partitioning_memory_budget_ratio"
+            ]
+        );
+        let value = |name: &str| decoded.env_option_overrides[name].value.clone();
+        assert_eq!(value("xla_backend_optimization_level"), Some(OptionOverrideValue::Int(2)), "the last wins");
+        assert_eq!(value("xla_cpu_use_thunk_runtime"), Some(OptionOverrideValue::Bool(false)));
+        assert_eq!(value("xla_dump_to"), Some(OptionOverrideValue::String("/tmp/dump".into())));
+        assert_eq!(value("xla_gpu_auto_spmd_partitioning_memory_budget_ratio"), Some(OptionOverrideValue::Double(0.5)));
+        // The same options in another order give the same bytes (the disk cache's key).
+        let mut reordered = options.xla_options.clone();
+        reordered.swap(0, 1);
+        assert_eq!(CompileOptions::default().with_xla_options(reordered).to_proto_bytes(), bytes);
+        // No options: the bytes of before, without field 7.
+        assert!(
+            CompileOptionsProto::decode(CompileOptions::default().to_proto_bytes().as_slice())
+                .expect("decodes")
+                .env_option_overrides
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn option_values_parse_as_bool_int_float_or_string() {
+        let cases = [
+            ("true", OptionValue::Bool(true)),
+            ("false", OptionValue::Bool(false)),
+            ("3", OptionValue::Int(3)),
+            ("-12", OptionValue::Int(-12)),
+            ("0.5", OptionValue::Float(0.5)),
+            ("1e3", OptionValue::Float(1000.0)),
+            ("/tmp/dump", OptionValue::String("/tmp/dump".into())),
+            ("True", OptionValue::String("True".into())),
+            ("\"12\"", OptionValue::String("12".into())),
+            ("", OptionValue::String(String::new())),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(OptionValue::parse(text), expected, "{text}");
+        }
     }
 
     #[test]

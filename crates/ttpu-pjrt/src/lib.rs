@@ -32,7 +32,7 @@ use std::path::PathBuf;
 
 pub use buffer::{Buffer, ElementType, HostBuffer};
 pub use client::{Client, Device};
-pub use compile_options::CompileOptions;
+pub use compile_options::{CompileOptions, OptionValue};
 pub use error::{Error, ErrorCode, Result};
 pub use executable::LoadedExecutable;
 pub use plugin::{NamedValue, Plugin};

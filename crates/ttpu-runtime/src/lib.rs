@@ -41,10 +41,10 @@ pub use host::{
     safetensors_dtype, safetensors_from_bytes, write_safetensors, write_safetensors_with_metadata,
 };
 pub use runtime::{
-    CACHE_DIR_ENV_VAR, CacheSource, CompileInfo, CompileSpec, Counters, DEFAULT_CACHE_CAPACITY, Executable, Runtime,
-    RuntimeOptions, default_disk_cache_dir,
+    CACHE_DIR_ENV_VAR, CacheSource, CompileInfo, CompileSpec, Counters, DEFAULT_CACHE_CAPACITY, Executable,
+    NOT_SERIALIZABLE_WITH, Runtime, RuntimeOptions, default_disk_cache_dir,
 };
-pub use ttpu_pjrt::{Buffer, ElementType, HostBuffer, find_plugin};
+pub use ttpu_pjrt::{Buffer, ElementType, HostBuffer, OptionValue, find_plugin};
 
 /// StableHLO text of a static `graph`, as the runtime lowers programs it compiles.
 pub fn lower(graph: &ttpu_ir::Graph) -> Result<String> {

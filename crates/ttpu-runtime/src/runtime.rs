@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use ttpu_ir::{DType, Graph, ProgramSharding};
-use ttpu_pjrt::{Buffer, Client, CompileOptions, HostBuffer, LoadedExecutable, NamedValue, Plugin};
+use ttpu_pjrt::{Buffer, Client, CompileOptions, HostBuffer, LoadedExecutable, NamedValue, OptionValue, Plugin};
 
 use crate::cache::{CompileCache, ProgramKey};
 use crate::disk::{DEFAULT_DISK_CACHE_BYTES, DiskCache, plugin_identity};
@@ -50,8 +50,14 @@ pub fn default_disk_cache_dir() -> Option<PathBuf> {
     Some(cache.join("ttpu").join("compiled"))
 }
 
-/// How a program is compiled: the devices its replicas run on, and which inputs its outputs may
-/// overwrite. Part of the compile-cache key.
+/// XLA options whose executables the CPU plugin (PJRT C API 0.115) cannot serialize: with one of
+/// them set (to anything but `false`), `PJRT_Executable_Serialize` throws a C++ exception through
+/// the C API, which no caller can catch (the process aborts). Compiles with them skip the disk
+/// cache. Found by storing every option tried in docs/performance.md ("XLA options").
+pub const NOT_SERIALIZABLE_WITH: &[&str] = &["xla_cpu_experimental_onednn_custom_call"];
+
+/// How a program is compiled: the devices its replicas run on, which inputs its outputs may
+/// overwrite, and XLA's options. Part of the compile-cache key.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct CompileSpec {
     /// Runtime device indices, one replica each, in the order
@@ -64,6 +70,10 @@ pub struct CompileSpec {
     /// partitioner (Shardy) splits into one partition per mesh device, `devices[i]` running mesh
     /// device `i` (`devices` empty: `0..mesh size`). Argument lists then hold each device's shard.
     pub sharding: Option<ProgramSharding>,
+    /// XLA options by name (fields of `xla.DebugOptions`, such as `xla_cpu_use_thunk_runtime`),
+    /// applied by the plugin on top of its defaults; see [`ttpu_pjrt::CompileOptions::xla_options`].
+    /// A name the plugin does not know fails the compile with the plugin's error.
+    pub xla_options: Vec<(String, OptionValue)>,
 }
 
 impl CompileSpec {
@@ -84,6 +94,11 @@ impl CompileSpec {
             sharding: Some(sharding),
             ..CompileSpec::default()
         }
+    }
+
+    /// The same spec with these XLA options.
+    pub fn with_xla_options(self, xla_options: Vec<(String, OptionValue)>) -> CompileSpec {
+        CompileSpec { xla_options, ..self }
     }
 
     /// The same spec with these input-output aliases.
@@ -371,9 +386,25 @@ impl Runtime {
         let options = match &spec.sharding {
             Some(_) => CompileOptions::partitioned(&device_ids),
             None => CompileOptions::replicated(&device_ids),
-        };
+        }
+        .with_xla_options(spec.xla_options.clone());
         let options_bytes = options.to_proto_bytes();
         let disk = self.inner.disk.lock().map_err(Error::from)?.clone();
+        // An executable the plugin cannot serialize must not reach the disk cache: the plugin
+        // throws through the C API there, which aborts the process.
+        let unserializable = spec.xla_options.iter().find_map(|(name, value)| {
+            NOT_SERIALIZABLE_WITH.iter().find(|&&known| known == name).filter(|_| *value != OptionValue::Bool(false))
+        });
+        let disk = match unserializable {
+            Some(name) => {
+                tracing::info!(
+                    option = name,
+                    "compiled without the disk cache: the plugin cannot serialize the result"
+                );
+                None
+            }
+            None => disk,
+        };
         let start = Instant::now();
         let (loaded, source) = match disk.as_ref().and_then(|disk| disk.load(&self.inner.client, &mlir, &options_bytes))
         {

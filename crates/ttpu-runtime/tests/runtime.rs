@@ -1,11 +1,11 @@
 //! The runtime on the CPU plugin: N devices, replicated programs, donation, the compile caches
-//! (memory and disk, including damaged disk entries) and transfers.
+//! (memory and disk, including damaged disk entries), XLA's options and transfers.
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use ttpu_ir::{BinaryOp, DType, Graph, GraphBuilder, Shape, TensorType};
-use ttpu_runtime::{CacheSource, CompileSpec, HostTensor, Runtime, RuntimeOptions};
+use ttpu_runtime::{CacheSource, CompileSpec, HostTensor, OptionValue, Runtime, RuntimeOptions};
 
 fn f32s(dims: &[i64]) -> TensorType {
     TensorType::new(DType::F32, Shape::from_static(dims))
@@ -237,6 +237,112 @@ fn the_disk_cache_keeps_its_byte_budget() {
     assert_eq!((first.len(), second.len()), (1, 1), "only the newest entry stays within 1 byte");
     assert_ne!(first, second);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `xla_dump_to` makes the plugin write its HLO dumps, which shows the option reached XLA; the
+/// options are part of the compile-cache keys (memory and disk), so the same program with and
+/// without them compiles twice, and a second runtime finds each on disk under its own options.
+#[test]
+fn xla_options_reach_the_plugin_and_key_the_compile_caches() {
+    let dump = scratch("xla-dump");
+    let cache = scratch("xla-options-cache");
+    let graph = add_and_mul(9);
+    let options = vec![("xla_dump_to".to_owned(), OptionValue::String(dump.display().to_string()))];
+    let with_options = CompileSpec::default().with_xla_options(options);
+    let compile = |runtime: &Runtime, spec: &CompileSpec| {
+        let (executable, info) = runtime
+            .executable_with_info(&graph, spec, || Ok::<_, ttpu_runtime::Error>(graph.clone()))
+            .expect("compiles");
+        let a = runtime.upload(&tensor(&[2.0; 9]), 0).expect("up");
+        let outputs = executable.run(&[&a, &a]).expect("runs");
+        assert_eq!(values(&runtime.download(&outputs[1]).expect("reads")), vec![4.0; 9]);
+        info.source
+    };
+    let runtime = Runtime::cpu().expect("the CPU plugin");
+    runtime.set_disk_cache(&cache).expect("cache folder");
+    assert_eq!(compile(&runtime, &CompileSpec::default()), CacheSource::Compiled);
+    assert!(!dump.exists(), "no dump without the option");
+    assert_eq!(compile(&runtime, &with_options), CacheSource::Compiled);
+    let dumped: Vec<String> = std::fs::read_dir(&dump)
+        .expect("the plugin made the dump folder")
+        .map(|entry| entry.expect("readable").file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(dumped.iter().any(|name| name.ends_with("after_optimizations.txt")), "{dumped:?}");
+    assert_eq!(compile(&runtime, &with_options), CacheSource::Memory);
+    assert_eq!(runtime.counters().compiles, 2);
+    assert_eq!(entries(&cache).len(), 2, "one disk entry per set of options");
+    let again = Runtime::cpu().expect("the CPU plugin");
+    again.set_disk_cache(&cache).expect("cache folder");
+    assert_eq!(compile(&again, &with_options), CacheSource::Disk);
+    assert_eq!(compile(&again, &CompileSpec::default()), CacheSource::Disk);
+    let _ = std::fs::remove_dir_all(&dump);
+    let _ = std::fs::remove_dir_all(&cache);
+}
+
+/// A name XLA does not know, or a value of the wrong type, fails the compile with the plugin's
+/// own message; nothing aborts, and the runtime compiles other programs afterwards.
+#[test]
+fn unknown_xla_options_and_wrong_types_are_plugin_errors() {
+    let runtime = Runtime::cpu().expect("the CPU plugin");
+    let graph = add_and_mul(10);
+    let compile = |name: &str, value: OptionValue| {
+        let spec = CompileSpec::default().with_xla_options(vec![(name.to_owned(), value)]);
+        runtime.graph_executable(&graph, &spec).map(|_| ())
+    };
+    let error = compile("xla_no_such_option", OptionValue::Bool(true)).expect_err("an unknown name");
+    assert_eq!(error.to_string(), "pjrt plugin error (invalid argument): No such compile option: 'xla_no_such_option'");
+    let error = compile("xla_cpu_multi_thread_eigen", OptionValue::Int(3)).expect_err("an int for a bool");
+    assert!(error.to_string().contains("is not a valid bool value"), "{error}");
+    compile("xla_cpu_multi_thread_eigen", OptionValue::Bool(false)).expect("a known option compiles");
+    assert_eq!(runtime.counters().compiles, 1);
+}
+
+/// A 3x3 convolution of `x: f32[1, 2, 6, 6]` (channels first) with `k: f32[3, 2, 3, 3]`, unpadded.
+fn convolution_graph() -> Graph {
+    let mut builder = GraphBuilder::new();
+    let x = builder.input(f32s(&[1, 2, 6, 6]), Some("x".into()));
+    let k = builder.input(f32s(&[3, 2, 3, 3]), Some("k".into()));
+    let dims = ttpu_ir::ConvDims {
+        input_batch: 0,
+        input_feature: 1,
+        input_spatial: [2, 3].into_iter().collect(),
+        kernel_input_feature: 1,
+        kernel_output_feature: 0,
+        kernel_spatial: [2, 3].into_iter().collect(),
+        output_batch: 0,
+        output_feature: 1,
+        output_spatial: [2, 3].into_iter().collect(),
+        window_strides: [1, 1].into_iter().collect(),
+        padding: [(0, 0), (0, 0)].into_iter().collect(),
+        lhs_dilation: [1, 1].into_iter().collect(),
+        rhs_dilation: [1, 1].into_iter().collect(),
+        feature_group_count: 1,
+        batch_group_count: 1,
+    };
+    let y = builder.convolution(x, k, dims).expect("convolves");
+    builder.finish(&[y])
+}
+
+/// The one option found whose executables the CPU plugin cannot serialize (a convolution
+/// compiled with oneDNN custom calls: storing it in the disk cache would abort the process)
+/// compiles and runs without the disk cache.
+#[test]
+fn options_the_plugin_cannot_serialize_skip_the_disk_cache() {
+    let cache = scratch("unserializable");
+    let runtime = Runtime::cpu().expect("the CPU plugin");
+    runtime.set_disk_cache(&cache).expect("cache folder");
+    let graph = convolution_graph();
+    let spec = CompileSpec::default()
+        .with_xla_options(vec![(ttpu_runtime::NOT_SERIALIZABLE_WITH[0].to_owned(), OptionValue::Bool(true))]);
+    let executable = runtime.graph_executable(&graph, &spec).expect("compiles");
+    let x = HostTensor::new(DType::F32, vec![1, 2, 6, 6], 1f32.to_le_bytes().repeat(72)).expect("x");
+    let k = HostTensor::new(DType::F32, vec![3, 2, 3, 3], 0.5f32.to_le_bytes().repeat(54)).expect("k");
+    let (x, k) = (runtime.upload(&x, 0).expect("up"), runtime.upload(&k, 0).expect("up"));
+    let outputs = executable.run(&[&x, &k]).expect("runs");
+    // Each output sums 2 * 3 * 3 products of 1 and 0.5.
+    assert_eq!(values(&runtime.download(&outputs[0]).expect("reads")), vec![9.0; 48]);
+    assert!(entries(&cache).is_empty(), "nothing was stored");
+    let _ = std::fs::remove_dir_all(&cache);
 }
 
 #[test]

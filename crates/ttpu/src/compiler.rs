@@ -22,6 +22,12 @@ pub struct CompileOptions {
     /// weights run in a preparation program whose results stay resident (on by default;
     /// `--no-weight-prep` turns it off). Sharded models are not split.
     pub prepare_weights: bool,
+    /// XLA options by name for every compile of the model (fields of `xla.DebugOptions`, such as
+    /// `xla_cpu_use_thunk_runtime`; `--xla-option NAME=VALUE`), applied by the plugin on top of
+    /// its defaults and part of the compile-cache keys. A name the plugin does not know fails the
+    /// first compile with the plugin's message (`No such compile option: '...'`). Empty by
+    /// default: XLA's own defaults.
+    pub xla_options: Vec<(String, crate::OptionValue)>,
 }
 
 impl Default for CompileOptions {
@@ -32,6 +38,7 @@ impl Default for CompileOptions {
             fuse: Some(ttpu_fuse::FuseOptions::default()),
             seed: 0,
             prepare_weights: true,
+            xla_options: Vec::new(),
         }
     }
 }

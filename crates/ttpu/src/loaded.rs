@@ -457,6 +457,7 @@ impl LoadedModel {
             devices: (0..self.replicas).collect(),
             aliases: self.aliases(&specialisation.module.signature, &specialisation.module.graph),
             sharding: layout.clone(),
+            xla_options: self.model.xla_options().to_vec(),
         };
         let split = match self.sharded {
             None if self.model.prepares_weights() => specialisation.weight_split(&self.resident)?,
@@ -571,7 +572,12 @@ impl LoadedModel {
         inputs: &[Vec<Option<Buffer>>],
         layout: Option<ProgramSharding>,
     ) -> Result<Vec<i64>> {
-        let spec = CompileSpec { devices: (0..self.replicas).collect(), aliases: Vec::new(), sharding: layout };
+        let spec = CompileSpec {
+            devices: (0..self.replicas).collect(),
+            aliases: Vec::new(),
+            sharding: layout,
+            xla_options: self.model.xla_options().to_vec(),
+        };
         let (executable, _) = specialisation.executable(&self.runtime, &spec)?;
         let results = {
             let state = self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());

@@ -118,6 +118,14 @@ struct FuseArgs {
     /// instead of once when the weights are loaded.
     #[arg(long)]
     no_weight_prep: bool,
+    /// Set an XLA option (a field of XLA's `DebugOptions`) for every compile, like
+    /// `--xla-option xla_cpu_use_thunk_runtime=false` (repeatable; the last value of a name wins).
+    /// VALUE is a bool (`true`, `false`), an integer, a float (`0.5`, `1e-3`; write `1.0` for a
+    /// float option) or a string; quote it (`"12"`) to pass digits as a string. The plugin
+    /// rejects names and values it does not know. `lower` compiles nothing, so there it only
+    /// checks the form.
+    #[arg(long = "xla-option", value_name = "NAME=VALUE", value_parser = parse_xla_option)]
+    xla_options: Vec<(String, ttpu::OptionValue)>,
 }
 
 impl FuseArgs {
@@ -359,6 +367,11 @@ fn run(cli: Cli) -> Result<ExitCode, Report> {
                     "--parallel and --plan lay out StableHLO over a mesh: drop --dynamic, --explain-dynamic and --emit"
                 ));
             }
+            if !fuse.xla_options.is_empty() {
+                eprintln!(
+                    "note: --xla-option applies to XLA's compiles; `lower` prints the program before XLA sees it"
+                );
+            }
             let compiler = Compiler::new();
             let text = if explain_dynamic {
                 let program = ttpu_fx::parse(&source, &path).map_err(|error| report(error.into(), &source))?;
@@ -496,6 +509,15 @@ fn explain(graph: &ttpu_ir::Graph, verdicts: &ttpu_ir::PaddingVerdicts) -> Strin
     text
 }
 
+fn parse_xla_option(text: &str) -> Result<(String, ttpu::OptionValue), String> {
+    let (name, value) = text.split_once('=').ok_or_else(|| format!("expected NAME=VALUE, found `{text}`"))?;
+    let name = name.trim();
+    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return Err(format!("an XLA option name is letters, digits and `_`, found `{name}`"));
+    }
+    Ok((name.to_owned(), ttpu::OptionValue::parse(value)))
+}
+
 fn parse_symbol_size(text: &str) -> Result<(String, i64), String> {
     let (symbol, size) = text.split_once('=').ok_or_else(|| format!("expected SYMBOL=SIZE, found `{text}`"))?;
     let size = size.trim().parse().map_err(|_| format!("expected an integer size, found `{size}`"))?;
@@ -528,6 +550,7 @@ fn session(data: &DataArgs, devices: Option<usize>, source: &str) -> Result<Sess
         fuse: data.fuse.options(),
         seed: data.fuse.seed,
         prepare_weights: !data.fuse.no_weight_prep,
+        xla_options: data.fuse.xla_options.clone(),
         ..CompileOptions::default()
     });
     Ok(session)
@@ -808,7 +831,7 @@ fn train(args: &TrainArgs) -> Result<(), Report> {
         inputs: args.data.clone(),
         plugin: args.plugin.clone(),
         no_cache: args.no_cache,
-        fuse: FuseArgs { no_fuse: false, fast_math: false, seed: 0, no_weight_prep: false },
+        fuse: FuseArgs { no_fuse: false, fast_math: false, seed: 0, no_weight_prep: false, xla_options: Vec::new() },
         parallel: ParallelArgs { devices: None, mesh: None, parallel: None, plan: None },
     };
     let session = session(&data_args, args.parallel.device_count(parallelism.as_ref()), &source)?;

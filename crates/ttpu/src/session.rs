@@ -134,7 +134,7 @@ impl Specialisation {
             return Ok((found.clone(), None));
         }
         let (main, info) = runtime.executable_with_info(&split.main, spec, || Ok::<_, Error>(split.main.clone()))?;
-        let prep_spec = CompileSpec { devices: spec.devices.clone(), aliases: Vec::new(), sharding: None };
+        let prep_spec = CompileSpec { aliases: Vec::new(), sharding: None, ..spec.clone() };
         let (prep, _) = runtime.executable_with_info(&split.prep, &prep_spec, || Ok::<_, Error>(split.prep.clone()))?;
         let made = SplitExecutables { main, prep };
         executables.push((spec.clone(), made.clone()));
@@ -164,6 +164,11 @@ impl Model {
     /// Whether weight-only work runs once at load ([`CompileOptions::prepare_weights`]).
     pub(crate) fn prepares_weights(&self) -> bool {
         self.inner.options.prepare_weights
+    }
+
+    /// XLA's options for this model's compiles ([`CompileOptions::xla_options`]).
+    pub(crate) fn xla_options(&self) -> &[(String, ttpu_runtime::OptionValue)] {
+        &self.inner.options.xla_options
     }
 
     /// The model's signature, with symbolic dims as exported.

@@ -376,3 +376,36 @@ fn train_resumes_exactly_and_logs_each_step() {
     assert!(stderr(&out).contains("it may be torn or corrupt"), "{}", stderr(&out));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn xla_options_reach_the_plugin_and_unknown_ones_are_clean_errors() {
+    let dump = std::env::temp_dir().join(format!("ttpu-cli-xla-dump-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dump);
+    let output = std::env::temp_dir().join(format!("ttpu-cli-xla-{}.safetensors", std::process::id()));
+    let run = |options: &[String]| {
+        let mut args = vec!["run", "fixtures/mlp/model.fx", "--no-cache"];
+        args.extend(MLP_DATA);
+        args.extend(["--output", output.to_str().expect("utf-8 temp path")]);
+        for option in options {
+            args.extend(["--xla-option", option.as_str()]);
+        }
+        ttpu(&args)
+    };
+    // `xla_dump_to` makes XLA write its HLO: the option reached the compile.
+    let out = run(&[format!("xla_dump_to={}", dump.display()), "xla_cpu_multi_thread_eigen=false".into()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let dumped = std::fs::read_dir(&dump).map(|entries| entries.count()).unwrap_or(0);
+    assert!(dumped > 0, "no files in {}", dump.display());
+    let out = run(&["xla_no_such_option=1".into()]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("pjrt plugin error (invalid argument): No such compile option: 'xla_no_such_option'"),
+        "{}",
+        stderr(&out)
+    );
+    let out = run(&["xla_cpu_multi_thread_eigen".into()]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("expected NAME=VALUE, found `xla_cpu_multi_thread_eigen`"), "{}", stderr(&out));
+    let _ = std::fs::remove_dir_all(&dump);
+    let _ = std::fs::remove_file(&output);
+}
