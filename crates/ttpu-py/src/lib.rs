@@ -26,16 +26,22 @@ fn error(error: impl std::fmt::Display) -> PyErr {
 }
 
 /// One runtime per plugin file for the whole process: a PJRT plugin is loaded once, and every
-/// model on it shares its devices and compile caches.
+/// model on it shares its devices and compile caches. The table is keyed by the file itself, so
+/// the default plugin named by its path and left unnamed are one runtime.
 fn runtime(plugin: Option<&Path>) -> PyResult<Runtime> {
-    static RUNTIMES: OnceLock<Mutex<HashMap<Option<PathBuf>, Runtime>>> = OnceLock::new();
+    static RUNTIMES: OnceLock<Mutex<HashMap<PathBuf, Runtime>>> = OnceLock::new();
+    let path = match plugin {
+        Some(path) => path.to_path_buf(),
+        None => ttpu::find_plugin().map_err(error)?,
+    };
+    // A file that does not exist keeps its name, so the error below names it.
+    let key = std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
     let runtimes = RUNTIMES.get_or_init(Default::default);
     let mut runtimes = runtimes.lock().map_err(|_| error("the runtime table was poisoned by a panic"))?;
-    let key = plugin.map(Path::to_path_buf);
     if let Some(runtime) = runtimes.get(&key) {
         return Ok(runtime.clone());
     }
-    let runtime = Runtime::from_plugin_or_default(plugin, &RuntimeOptions::default()).map_err(error)?;
+    let runtime = Runtime::new(&path, &RuntimeOptions::default()).map_err(error)?;
     // The same compile cache on disk as the CLI's, so a model compiled by either is not compiled
     // again by the other.
     if let Some(dir) = ttpu::default_disk_cache_dir() {
@@ -70,11 +76,16 @@ fn tensor_map(py: Python<'_>, tensors: HashMap<String, TensorArg>) -> PyResult<T
 fn to_python<'py>(py: Python<'py>, tensors: TensorMap) -> PyResult<Bound<'py, PyDict>> {
     let dict = PyDict::new(py);
     for (key, tensor) in tensors {
-        // A bytearray, not bytes: `torch.frombuffer` then wraps it without a copy or a warning.
-        let data = PyByteArray::new(py, &tensor.data);
-        dict.set_item(key, (data, tensor.dtype.name(), PyList::new(py, &tensor.shape)?))?;
+        dict.set_item(key, wire(py, &tensor)?)?;
     }
     Ok(dict)
+}
+
+/// `tensor` as `(bytearray, dtype, shape)`. A bytearray, not bytes: `torch.frombuffer` then wraps
+/// it without a copy or a warning.
+fn wire<'py>(py: Python<'py>, tensor: &HostTensor) -> PyResult<Bound<'py, PyAny>> {
+    let data = PyByteArray::new(py, &tensor.data);
+    Ok((data, tensor.dtype.name(), PyList::new(py, &tensor.shape)?).into_pyobject(py)?.into_any())
 }
 
 /// How a model is compiled: the CLI's `--no-fuse`, `--fast-math` and `--no-weight-prep`.
@@ -156,8 +167,7 @@ impl Model {
     /// The value of a buffer the model keeps on the device (mutated buffers change with runs).
     fn state<'py>(&self, py: Python<'py>, key: &str) -> PyResult<Bound<'py, PyAny>> {
         let tensor = py.detach(|| self.loaded.state(key, 0)).map_err(error)?;
-        let data = PyByteArray::new(py, &tensor.data);
-        Ok((data, tensor.dtype.name(), PyList::new(py, &tensor.shape)?).into_pyobject(py)?.into_any())
+        wire(py, &tensor)
     }
 }
 

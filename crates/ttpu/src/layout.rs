@@ -288,6 +288,33 @@ mod tests {
     }
 
     #[test]
+    fn a_reduction_whose_kept_dims_change_order_is_transposed_back() {
+        // Summing the batch away keeps [channels, height, width]; channels-last they come out as
+        // [height, width, channels], so one transpose puts them back. Distinct sizes make a wrong
+        // permutation a type error.
+        let graph = parse(&format!(
+            "graph @main(%0: f32[2, 4, 5, 6] \"x\", %1: f32[4, 4, 3, 3] \"k\") -> (f32[4, 5, 6]) {{
+  %2: f32[2, 4, 5, 6] = convolution(%0, %1) {{{CONV}}}
+  %3: f32[4, 5, 6] = reduce(%2) {{kind = sum, dimensions = [0]}}
+  return %3
+}}
+"
+        ))
+        .unwrap();
+        let made = channels_last(&graph).unwrap();
+        ttpu_ir::verify(&made).unwrap();
+        assert_eq!(made.signature(), graph.signature());
+        let permutations: Vec<Vec<i64>> = made
+            .nodes()
+            .filter_map(|(_, node)| match &node.op {
+                Op::Transpose(order) => Some(order.to_vec()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(permutations, [vec![0, 2, 3, 1], vec![2, 0, 1]]);
+    }
+
+    #[test]
     fn graphs_without_channels_first_convolutions_are_unchanged() {
         let graph = parse(
             "graph @main(%0: f32[2, 3] \"x\") -> (f32[2, 3]) {
