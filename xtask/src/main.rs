@@ -367,7 +367,7 @@ fn check_dynamic() -> Result<()> {
 /// Rewrites `docs/ops.md` through the test that checks it: the data lives in `ttpu-fx`, which
 /// xtask does not link.
 fn ops_doc() -> Result<()> {
-    run(cargo().args(["test", "--quiet", "--package", "ttpu-fx", "--test", "ops_doc"]).env("TTPU_BLESS", "1"))?;
+    run(cargo().args(["test", "--quiet", "--package", "ttpu-aten", "--test", "ops_doc"]).env("TTPU_BLESS", "1"))?;
     eprintln!("xtask: wrote docs/ops.md");
     Ok(())
 }

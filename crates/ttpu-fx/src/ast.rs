@@ -5,16 +5,8 @@
 
 use std::sync::Arc;
 
+pub use ttpu_aten::{Span, SymExpr};
 use ttpu_ir::DType;
-
-/// A byte range into the source text.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Default)]
-pub struct Span {
-    /// First byte.
-    pub start: usize,
-    /// One past the last byte.
-    pub end: usize,
-}
 
 /// The whole file.
 #[derive(Clone, Debug, PartialEq)]
@@ -99,58 +91,6 @@ pub enum FxType {
     SymInt(SymExpr),
     /// A symbolic float or bool (`Sym(...)` of another kind) kept as text.
     Other(String),
-}
-
-/// A dim or symbolic-int expression as PyTorch prints it: `8`, `s77`, `2*s77`, `s0 + 1`, `(s0//2)`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum SymExpr {
-    /// A literal size.
-    Int(i64),
-    /// A symbol (`s77`, `u0`).
-    Symbol(String),
-    /// `lhs + rhs`.
-    Add(Box<SymExpr>, Box<SymExpr>),
-    /// `lhs - rhs`.
-    Sub(Box<SymExpr>, Box<SymExpr>),
-    /// `lhs * rhs`.
-    Mul(Box<SymExpr>, Box<SymExpr>),
-    /// `lhs // rhs` (floor division).
-    FloorDiv(Box<SymExpr>, Box<SymExpr>),
-    /// `lhs % rhs`.
-    Mod(Box<SymExpr>, Box<SymExpr>),
-    /// `Min(lhs, rhs)` (sympy's `Min` of more arguments nests).
-    Min(Box<SymExpr>, Box<SymExpr>),
-    /// `Max(lhs, rhs)`.
-    Max(Box<SymExpr>, Box<SymExpr>),
-}
-
-impl SymExpr {
-    /// The symbols it mentions, each once, in order of appearance.
-    pub fn symbols(&self) -> Vec<String> {
-        fn walk(expr: &SymExpr, out: &mut Vec<String>) {
-            match expr {
-                SymExpr::Int(_) => {}
-                SymExpr::Symbol(name) => {
-                    if !out.contains(name) {
-                        out.push(name.clone());
-                    }
-                }
-                SymExpr::Add(a, b)
-                | SymExpr::Sub(a, b)
-                | SymExpr::Mul(a, b)
-                | SymExpr::FloorDiv(a, b)
-                | SymExpr::Mod(a, b)
-                | SymExpr::Min(a, b)
-                | SymExpr::Max(a, b) => {
-                    walk(a, out);
-                    walk(b, out);
-                }
-            }
-        }
-        let mut out = Vec::new();
-        walk(self, &mut out);
-        out
-    }
 }
 
 /// One parameter of `forward`: `x: "f32[4, 16]"`.

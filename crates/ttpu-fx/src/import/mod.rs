@@ -6,21 +6,15 @@
 //! inputs and outputs (`signature.rs`). Type promotion lives in `promote.rs`, shared helpers in
 //! `ctx.rs`, argument binding in `args.rs` and symbolic sizes in `sym.rs`.
 
-mod args;
-mod ctx;
-pub(crate) mod ops;
 mod signature;
-mod storage;
-mod sym;
+mod syntax_args;
 mod walk;
 
 use indexmap::IndexMap;
 use ttpu_ir::{Graph, TensorType};
-/// PyTorch's type promotion, shared with every frontend.
-pub(crate) use ttpu_torch::promote;
 
-use crate::Result;
 use crate::ast::Program;
+use crate::{DataSize, Result};
 
 /// Options of [`import`].
 #[derive(Clone, Debug, Default)]
@@ -125,36 +119,7 @@ pub struct Module {
     pub pending: Vec<DataSize>,
 }
 
-/// A size the data decides: a symbol (PyTorch's unbacked `u0`) defined by a node such as
-/// `nonzero`, `masked_select`, `unique` or `.item()` (`_local_scalar_dense`).
-#[derive(Clone, Debug, PartialEq)]
-pub struct DataSize {
-    /// The symbol (`u0`).
-    pub symbol: String,
-    /// The node that defines it.
-    pub node: String,
-    /// That node's op.
-    pub op: String,
-    /// What the size is, in words ("the number of nonzero elements").
-    pub what: String,
-    /// Where the node is.
-    pub at: crate::Location,
-}
-
-impl std::fmt::Display for DataSize {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "`{}` ({}) at node `{}` ({}, {})", self.symbol, self.what, self.node, self.op, self.at)
-    }
-}
-
 /// Builds the IR graph of `program`, decomposing every node; see the module docs.
 pub fn import(program: &Program, options: &ImportOptions) -> Result<Module> {
     walk::import(program, options)
-}
-
-/// Every ATen overload that has a decomposition, sorted.
-pub fn supported_ops() -> Vec<&'static str> {
-    let mut names: Vec<&'static str> = ops::TABLE.iter().map(|def| def.name).collect();
-    names.sort_unstable();
-    names
 }

@@ -7,11 +7,11 @@
 
 use ttpu_ir::{DType, GraphBuilder, Literal, Loc, Scalar, TensorType, ValueId};
 
-use super::ctx::Imported;
 use super::{InputRole, ModelInput, ModelOutput, OutputRole};
 use crate::Location;
 use crate::ast::{Arg, InputKind, OutputKind, Program, Span, SymExpr};
-use crate::error::{Error, Result};
+use crate::{Error, Result};
+use ttpu_aten::Imported;
 
 fn error(program: &Program, span: Span, message: String) -> Error {
     Error::Signature { at: Location::new(&program.path, &program.source, span), message }

@@ -8,12 +8,15 @@ use std::collections::{HashMap, HashSet};
 
 use ttpu_ir::{GraphBuilder, Loc, SymbolRange, TensorType, ValueId};
 
-use super::args::{self, Val};
-use super::ctx::{Cx, Imported, MAX_ELEMENTS, Site, element_count};
-use super::storage::{self, Layout};
-use super::{ImportOptions, Module, ops, signature, sym};
+use ttpu_aten::args::{self, Val};
+use ttpu_aten::ctx::{Cx, Imported, MAX_ELEMENTS, Site, element_count};
+use ttpu_aten::storage::{self, Layout};
+use ttpu_aten::{ops, sym};
+
+use super::syntax_args;
+use super::{ImportOptions, Module, signature};
 use crate::ast::{Arg, Expr, FxType, InputKind, Node, Program, Span, Submodule, SymExpr};
-use crate::error::{Error, Result};
+use crate::{Error, Result};
 
 /// Imports `program`; see [`super::import`].
 pub(crate) fn import(program: &Program, options: &ImportOptions) -> Result<Module> {
@@ -450,7 +453,7 @@ impl<'a> Walk<'a> {
             };
             return Ok((value, layout));
         };
-        self.cx.input_layouts = args::param_sources(def.params, args, kwargs)
+        self.cx.input_layouts = syntax_args::param_sources(def.params, args, kwargs)
             .into_iter()
             .filter_map(|(param, name)| {
                 let layout = self.layouts.get(name)?;
@@ -531,10 +534,11 @@ impl<'a> Walk<'a> {
                 None => Err(Error::UndefinedName { at: site.location(span), name: name.to_string() }),
             }
         };
-        let positional = args.iter().map(|arg| args::resolve_arg(arg, &mut resolve)).collect::<Result<Vec<_>>>()?;
+        let positional =
+            args.iter().map(|arg| syntax_args::resolve_arg(arg, &mut resolve)).collect::<Result<Vec<_>>>()?;
         let keywords = kwargs
             .iter()
-            .map(|(name, arg)| Ok((name.clone(), args::resolve_arg(arg, &mut resolve)?)))
+            .map(|(name, arg)| Ok((name.clone(), syntax_args::resolve_arg(arg, &mut resolve)?)))
             .collect::<Result<Vec<_>>>()?;
         let mut bound = args::bind(site.clone(), def.params, positional, keywords)?;
         for (name, expr) in bound.sym_args() {

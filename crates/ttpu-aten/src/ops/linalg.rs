@@ -17,9 +17,9 @@
 use ttpu_ir::{BinaryOp, CompareDirection, DType, Dim, ReduceKind, Scalar, Shape, TensorType, UnaryOp, ValueId};
 
 use super::elementwise::{same_width_int, tensor};
+use crate::args::Args;
+use crate::ctx::{Cx, Imported};
 use crate::error::Result;
-use crate::import::args::Args;
-use crate::import::ctx::{Cx, Imported};
 
 /// The largest matrix size unrolled. Each column of a factorization adds a few dozen IR ops over
 /// the whole batch (and its substitutions as many again), so graphs and compile times grow with

@@ -10,11 +10,11 @@ use super::creation::range_values;
 use super::elementwise::tensor;
 use super::layout::reshape_to;
 use super::reduce::reduce_in;
-use crate::ast::SymExpr;
+use crate::args::Args;
+use crate::ctx::{Cx, Imported, opmath};
 use crate::error::Result;
-use crate::import::args::Args;
-use crate::import::ctx::{Cx, Imported, opmath};
-use crate::import::sym;
+use crate::sym;
+use crate::sym::SymExpr;
 
 /// `convert_element_type(a, dtype)`.
 pub(super) fn convert_element_type(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {

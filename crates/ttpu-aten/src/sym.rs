@@ -1,4 +1,4 @@
-//! Symbolic integers: folding `SymExpr`s with the sizes given in [`super::ImportOptions`], turning
+//! Symbolic integers: folding `SymExpr`s with the sizes a frontend gives, turning
 //! them into IR dims, and the little algebra reshapes need (products of dims).
 //!
 //! A compound expression (`2*s77`, `(s0 - 1)//2`) becomes an IR [`DimExpr`]; only what the IR
@@ -11,11 +11,61 @@ use std::sync::Arc;
 use indexmap::IndexMap;
 use ttpu_ir::{Atom, Dim, DimExpr};
 
-use crate::ast::SymExpr;
+/// A dim or symbolic-int expression as PyTorch prints it: `8`, `s77`, `2*s77`, `s0 + 1`, `(s0//2)`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SymExpr {
+    /// A literal size.
+    Int(i64),
+    /// A symbol (`s77`, `u0`).
+    Symbol(String),
+    /// `lhs + rhs`.
+    Add(Box<SymExpr>, Box<SymExpr>),
+    /// `lhs - rhs`.
+    Sub(Box<SymExpr>, Box<SymExpr>),
+    /// `lhs * rhs`.
+    Mul(Box<SymExpr>, Box<SymExpr>),
+    /// `lhs // rhs` (floor division).
+    FloorDiv(Box<SymExpr>, Box<SymExpr>),
+    /// `lhs % rhs`.
+    Mod(Box<SymExpr>, Box<SymExpr>),
+    /// `Min(lhs, rhs)` (sympy's `Min` of more arguments nests).
+    Min(Box<SymExpr>, Box<SymExpr>),
+    /// `Max(lhs, rhs)`.
+    Max(Box<SymExpr>, Box<SymExpr>),
+}
+
+impl SymExpr {
+    /// The symbols it mentions, each once, in order of appearance.
+    pub fn symbols(&self) -> Vec<String> {
+        fn walk(expr: &SymExpr, out: &mut Vec<String>) {
+            match expr {
+                SymExpr::Int(_) => {}
+                SymExpr::Symbol(name) => {
+                    if !out.contains(name) {
+                        out.push(name.clone());
+                    }
+                }
+                SymExpr::Add(a, b)
+                | SymExpr::Sub(a, b)
+                | SymExpr::Mul(a, b)
+                | SymExpr::FloorDiv(a, b)
+                | SymExpr::Mod(a, b)
+                | SymExpr::Min(a, b)
+                | SymExpr::Max(a, b) => {
+                    walk(a, out);
+                    walk(b, out);
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk(self, &mut out);
+        out
+    }
+}
 
 /// Substitutes the given symbol values into `expr` and folds every constant subtree, with
 /// Python's floor division and modulo. Subtrees that would divide by zero stay unfolded.
-pub(crate) fn fold(expr: &SymExpr, values: &IndexMap<String, i64>) -> SymExpr {
+pub fn fold(expr: &SymExpr, values: &IndexMap<String, i64>) -> SymExpr {
     let binary = |lhs: &SymExpr, rhs: &SymExpr, make: fn(Box<SymExpr>, Box<SymExpr>) -> SymExpr| {
         let (lhs, rhs) = (fold(lhs, values), fold(rhs, values));
         match (&lhs, &rhs) {
@@ -61,7 +111,7 @@ fn eval_ints(expr: &SymExpr) -> Option<i64> {
 }
 
 /// Python's `//` on integers (rounds toward negative infinity).
-pub(crate) fn floor_div(a: i64, b: i64) -> Option<i64> {
+pub fn floor_div(a: i64, b: i64) -> Option<i64> {
     if b == 0 {
         return None;
     }
@@ -70,7 +120,7 @@ pub(crate) fn floor_div(a: i64, b: i64) -> Option<i64> {
 }
 
 /// Combines two symbolic ints with a `SymBinary` operator (`+`, `-`, `*`, `//`, `%`) and folds.
-pub(crate) fn combine(op: &str, lhs: SymExpr, rhs: SymExpr) -> Option<SymExpr> {
+pub fn combine(op: &str, lhs: SymExpr, rhs: SymExpr) -> Option<SymExpr> {
     let (lhs, rhs) = (Box::new(lhs), Box::new(rhs));
     let expr = match op {
         "+" => SymExpr::Add(lhs, rhs),
@@ -85,7 +135,7 @@ pub(crate) fn combine(op: &str, lhs: SymExpr, rhs: SymExpr) -> Option<SymExpr> {
 
 /// The truth of a comparison operator (`>=`, `==`, ...) between folded symbolic ints: `Some(None)`
 /// when it cannot be decided statically, `None` when `op` is not a comparison.
-pub(crate) fn compare(op: &str, lhs: &SymExpr, rhs: &SymExpr) -> Option<Option<bool>> {
+pub fn compare(op: &str, lhs: &SymExpr, rhs: &SymExpr) -> Option<Option<bool>> {
     let test: fn(i64, i64) -> bool = match op {
         "==" => |a, b| a == b,
         "!=" => |a, b| a != b,
@@ -104,7 +154,7 @@ pub(crate) fn compare(op: &str, lhs: &SymExpr, rhs: &SymExpr) -> Option<Option<b
 /// The dim a folded expression stands for: a literal, a bare symbol or a [`DimExpr`]; `None` when
 /// the IR cannot express it (division by a non-constant or non-positive divisor, overflow).
 /// `intern` maps a symbol name to the graph's shared name.
-pub(crate) fn to_dim(expr: &SymExpr, mut intern: impl FnMut(&str) -> Arc<str>) -> Option<Dim> {
+pub fn to_dim(expr: &SymExpr, mut intern: impl FnMut(&str) -> Arc<str>) -> Option<Dim> {
     to_dim_expr(expr, &mut intern).map(DimExpr::into_dim)
 }
 
@@ -127,7 +177,7 @@ fn to_dim_expr(expr: &SymExpr, intern: &mut impl FnMut(&str) -> Arc<str>) -> Opt
 }
 
 /// The expression a dim stands for.
-pub(crate) fn from_dim(dim: &Dim) -> SymExpr {
+pub fn from_dim(dim: &Dim) -> SymExpr {
     match dim {
         Dim::Static(size) => SymExpr::Int(*size),
         Dim::Sym(name) => SymExpr::Symbol(name.to_string()),
@@ -167,7 +217,7 @@ fn from_dim_expr(expr: &DimExpr) -> SymExpr {
 /// `total / known` when it divides exactly into a dim: the `-1` of a reshape. Products of bare
 /// symbols divide as monomials; any polynomial divides by a constant that divides every
 /// coefficient.
-pub(crate) fn exact_quotient(total: &Dim, known: &Dim) -> Option<Dim> {
+pub fn exact_quotient(total: &Dim, known: &Dim) -> Option<Dim> {
     if let Dim::Static(divisor) = known {
         let total_expr = DimExpr::of(total);
         if *divisor > 0 && total_expr.modulo(*divisor)?.as_constant() == Some(0) {
@@ -180,7 +230,7 @@ pub(crate) fn exact_quotient(total: &Dim, known: &Dim) -> Option<Dim> {
 }
 
 /// Prints an expression the way PyTorch does (`2*s77`, `s0 + 1`, `(s0//2)`), for messages.
-pub(crate) struct Show<'a>(pub &'a SymExpr);
+pub struct Show<'a>(pub &'a SymExpr);
 
 impl fmt::Display for Show<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -208,7 +258,7 @@ impl fmt::Display for Show<'_> {
 
 /// A product of bare symbols with a static coefficient, the form `exact_quotient` divides.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Monomial {
+pub struct Monomial {
     /// The static factor.
     pub coefficient: i64,
     /// Symbol name to exponent.

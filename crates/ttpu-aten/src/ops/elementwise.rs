@@ -7,10 +7,10 @@
 
 use ttpu_ir::{BinaryOp, CompareDirection, DType, Scalar, UnaryOp, ValueId};
 
+use crate::args::Args;
+use crate::ctx::{Cx, Imported, Operand, opmath};
 use crate::error::Result;
-use crate::import::args::Args;
-use crate::import::ctx::{Cx, Imported, Operand, opmath};
-use crate::import::promote::DEFAULT_FLOAT;
+use crate::promote::DEFAULT_FLOAT;
 
 /// Wraps a tensor result.
 pub(super) fn tensor(value: ValueId) -> Result<Imported> {

@@ -2,12 +2,19 @@
 
 use std::sync::Arc;
 
-use crate::ast::Span;
+/// A byte range into the source text.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Span {
+    /// First byte.
+    pub start: usize,
+    /// One past the last byte.
+    pub end: usize,
+}
 
 /// A position in a source file, computed once when an error is built.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Location {
-    /// The file path as given to [`crate::parse`].
+    /// The path of the program, as its frontend names it (the `.fx` file given to `ttpu_fx::parse`).
     pub path: Arc<str>,
     /// Byte range of the offending text.
     pub span: Span,

@@ -10,10 +10,10 @@
 use ttpu_ir::{BinaryOp, CompareDirection, DType, FftType, Scalar, Shape, ValueId};
 
 use super::elementwise::tensor;
+use crate::args::Args;
+use crate::ctx::{Cx, Imported};
 use crate::error::Result;
-use crate::import::args::Args;
-use crate::import::ctx::{Cx, Imported};
-use crate::import::promote::DEFAULT_FLOAT;
+use crate::promote::DEFAULT_FLOAT;
 
 /// The parts dtype of a complex value, or an error naming the op that needs one.
 fn complex_part(cx: &Cx<'_>, z: ValueId, op: &str) -> Result<DType> {

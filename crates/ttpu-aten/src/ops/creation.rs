@@ -9,12 +9,12 @@
 use ttpu_ir::{BinaryOp, DType, Literal, Scalar, Shape, TensorType};
 
 use super::elementwise::tensor;
-use crate::ast::SymExpr;
+use crate::args::Args;
+use crate::ctx::{Cx, Imported};
 use crate::error::Result;
-use crate::import::args::Args;
-use crate::import::ctx::{Cx, Imported};
-use crate::import::promote::{DEFAULT_FLOAT, scalar_dtype};
-use crate::import::sym;
+use crate::promote::{DEFAULT_FLOAT, scalar_dtype};
+use crate::sym;
+use crate::sym::SymExpr;
 
 /// `full(size, fill_value)`.
 pub(super) fn full(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {

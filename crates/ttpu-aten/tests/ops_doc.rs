@@ -1,5 +1,5 @@
 //! `docs/ops.md` is generated from the decomposition table, its notes and the core overload list
-//! ([`ttpu_fx::coverage::markdown`]); this test fails when the committed file is stale.
+//! ([`ttpu_aten::coverage::markdown`]); this test fails when the committed file is stale.
 //! `cargo xtask ops-doc` (or `TTPU_BLESS=1`) rewrites it.
 
 use std::path::PathBuf;
@@ -7,7 +7,7 @@ use std::path::PathBuf;
 #[test]
 fn ops_doc_is_up_to_date() {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/ops.md");
-    let generated = ttpu_fx::coverage::markdown();
+    let generated = ttpu_aten::coverage::markdown();
     if std::env::var_os("TTPU_BLESS").is_some_and(|value| value == "1") {
         std::fs::write(&path, &generated).expect("writing docs/ops.md");
         return;
@@ -31,12 +31,12 @@ fn ops_doc_is_up_to_date() {
 
 #[test]
 fn every_core_overload_has_a_status() {
-    let statuses = ttpu_fx::coverage::statuses();
-    for name in ttpu_fx::coverage::core_ops() {
+    let statuses = ttpu_aten::coverage::statuses();
+    for name in ttpu_aten::coverage::core_ops() {
         let status = statuses.iter().find(|status| status.name == name).expect("listed");
         assert!(status.core);
     }
-    for name in ttpu_fx::supported_ops() {
+    for name in ttpu_aten::supported_ops() {
         let status = statuses.iter().find(|status| status.name == name).expect("listed");
         assert_ne!(status.support.label(), "unsupported", "{name}");
     }

@@ -7,13 +7,13 @@
 
 use ttpu_ir::{DType, Scalar, ValueId};
 
-use super::ctx::{Imported, Operand, Site};
-use crate::ast::{Arg, Span, SymExpr};
+use crate::ctx::{Imported, Operand, Site};
 use crate::error::{Error, Result};
+use crate::sym::SymExpr;
 
 /// A resolved argument value.
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) enum Val {
+pub enum Val {
     /// Not passed: the parameter's default applies.
     Missing,
     /// `None`.
@@ -52,31 +52,13 @@ impl Val {
             Val::Opaque(text) => text.clone(),
             Val::List(items) => format!("a list of {}", items.len()),
             Val::Tensor(_) => "a tensor".into(),
-            Val::Sym(expr) => format!("symbolic int {}", super::sym::Show(expr)),
+            Val::Sym(expr) => format!("symbolic int {}", crate::sym::Show(expr)),
         }
     }
 }
 
-/// Converts syntax to a value; `resolve` looks names up.
-pub(crate) fn resolve_arg(arg: &Arg, resolve: &mut dyn FnMut(&str, Span) -> Result<Val>) -> Result<Val> {
-    Ok(match arg {
-        Arg::Name(name, span) => resolve(name, *span)?,
-        Arg::Int(value) => Val::Int(*value),
-        Arg::Float(value) => Val::Float(*value),
-        Arg::Bool(value) => Val::Bool(*value),
-        Arg::None => Val::None,
-        Arg::Str(text) => Val::Str(text.clone()),
-        Arg::List(items) | Arg::Tuple(items) => {
-            Val::List(items.iter().map(|item| resolve_arg(item, resolve)).collect::<Result<_>>()?)
-        }
-        Arg::DType(dtype) => Val::DType(*dtype),
-        Arg::Device(device) => Val::Opaque(format!("device {device}")),
-        Arg::Enum(name) => Val::Opaque(name.clone()),
-    })
-}
-
 /// The value an imported node stands for as an argument.
-pub(crate) fn imported_val(site: &Site, name: &str, imported: &Imported) -> Result<Val> {
+pub fn imported_val(site: &Site, name: &str, imported: &Imported) -> Result<Val> {
     match imported {
         Imported::Tensor(value) => Ok(Val::Tensor(*value)),
         Imported::SymInt(SymExpr::Int(value)) => Ok(Val::Int(*value)),
@@ -95,7 +77,7 @@ pub(crate) fn imported_val(site: &Site, name: &str, imported: &Imported) -> Resu
 }
 
 /// A call's arguments bound to an overload's parameters.
-pub(crate) struct Args {
+pub struct Args {
     site: Site,
     bound: Vec<(&'static str, Val)>,
     /// For each symbolic-int argument that the graph can compute (its symbols are sizes of
@@ -104,12 +86,7 @@ pub(crate) struct Args {
 }
 
 /// Binds positional and keyword arguments to `params` (`"self, dim, *, dtype"`).
-pub(crate) fn bind(
-    site: Site,
-    params: &'static str,
-    positional: Vec<Val>,
-    keywords: Vec<(String, Val)>,
-) -> Result<Args> {
+pub fn bind(site: Site, params: &'static str, positional: Vec<Val>, keywords: Vec<(String, Val)>) -> Result<Args> {
     let mut bound: Vec<(&'static str, Val)> = Vec::new();
     let mut positional_count = None;
     for param in params.split(',').map(str::trim).filter(|param| !param.is_empty()) {
@@ -140,39 +117,9 @@ pub(crate) fn bind(
     Ok(Args { site, bound, sym_tensors: Vec::new() })
 }
 
-/// The node names passed to each parameter of `params` (inside lists too), for what is known
-/// about those nodes beyond their values (their memory layout). Call after [`bind`] succeeded.
-pub(crate) fn param_sources<'a>(
-    params: &'static str,
-    positional: &'a [Arg],
-    keywords: &'a [(String, Arg)],
-) -> Vec<(&'static str, &'a str)> {
-    fn names<'a>(arg: &'a Arg, out: &mut Vec<&'a str>) {
-        match arg {
-            Arg::Name(name, _) => out.push(name),
-            Arg::List(items) | Arg::Tuple(items) => items.iter().for_each(|item| names(item, out)),
-            _ => {}
-        }
-    }
-    let declared: Vec<&'static str> =
-        params.split(',').map(str::trim).filter(|param| !param.is_empty() && *param != "*").collect();
-    let mut sources = Vec::new();
-    let given = positional
-        .iter()
-        .zip(declared.iter().copied())
-        .map(|(arg, param)| (param, arg))
-        .chain(keywords.iter().filter_map(|(name, arg)| Some((*declared.iter().find(|p| *p == name)?, arg))));
-    for (param, arg) in given {
-        let mut found = Vec::new();
-        names(arg, &mut found);
-        sources.extend(found.into_iter().map(|name| (param, name)));
-    }
-    sources
-}
-
 impl Args {
     /// The symbolic-int arguments, for [`Args::set_sym_tensor`].
-    pub(crate) fn sym_args(&self) -> Vec<(&'static str, SymExpr)> {
+    pub fn sym_args(&self) -> Vec<(&'static str, SymExpr)> {
         self.bound
             .iter()
             .filter_map(|(name, value)| match value {
@@ -183,12 +130,12 @@ impl Args {
     }
 
     /// Records the run-time value of the symbolic-int argument `name`.
-    pub(crate) fn set_sym_tensor(&mut self, name: &'static str, value: ValueId) {
+    pub fn set_sym_tensor(&mut self, name: &'static str, value: ValueId) {
         self.sym_tensors.push((name, value));
     }
 
     /// Every tensor argument, by parameter (lists included).
-    pub(crate) fn tensor_params(&self) -> Vec<(&'static str, ValueId)> {
+    pub fn tensor_params(&self) -> Vec<(&'static str, ValueId)> {
         fn walk(param: &'static str, value: &Val, out: &mut Vec<(&'static str, ValueId)>) {
             match value {
                 Val::Tensor(tensor) => out.push((param, *tensor)),
@@ -204,22 +151,22 @@ impl Args {
     }
 
     /// Bad arguments at this call.
-    pub(crate) fn bad(&self, message: impl Into<String>) -> Error {
+    pub fn bad(&self, message: impl Into<String>) -> Error {
         self.site.bad(message)
     }
 
     /// The bound value of `name` (a programming error if `name` is not a parameter).
-    pub(crate) fn get(&self, name: &str) -> &Val {
+    pub fn get(&self, name: &str) -> &Val {
         &self.bound.iter().find(|(param, _)| *param == name).expect("decompositions ask for declared parameters").1
     }
 
     /// Whether this overload has a parameter `name` (families share decompositions).
-    pub(crate) fn has_param(&self, name: &str) -> bool {
+    pub fn has_param(&self, name: &str) -> bool {
         self.bound.iter().any(|(param, _)| *param == name)
     }
 
     /// Whether `name` was passed as something other than `None`.
-    pub(crate) fn given(&self, name: &str) -> bool {
+    pub fn given(&self, name: &str) -> bool {
         !matches!(self.get(name), Val::Missing | Val::None)
     }
 
@@ -228,7 +175,7 @@ impl Args {
     }
 
     /// A required tensor.
-    pub(crate) fn tensor(&self, name: &str) -> Result<ValueId> {
+    pub fn tensor(&self, name: &str) -> Result<ValueId> {
         match self.get(name) {
             Val::Tensor(value) => Ok(*value),
             _ => Err(self.wrong(name, "a tensor")),
@@ -236,7 +183,7 @@ impl Args {
     }
 
     /// An optional tensor (missing or `None` gives `None`).
-    pub(crate) fn opt_tensor(&self, name: &str) -> Result<Option<ValueId>> {
+    pub fn opt_tensor(&self, name: &str) -> Result<Option<ValueId>> {
         match self.get(name) {
             Val::Missing | Val::None => Ok(None),
             Val::Tensor(value) => Ok(Some(*value)),
@@ -245,7 +192,7 @@ impl Args {
     }
 
     /// A list of tensors.
-    pub(crate) fn tensors(&self, name: &str) -> Result<Vec<ValueId>> {
+    pub fn tensors(&self, name: &str) -> Result<Vec<ValueId>> {
         match self.get(name) {
             Val::List(items) => items
                 .iter()
@@ -259,7 +206,7 @@ impl Args {
     }
 
     /// A tensor or a number.
-    pub(crate) fn operand(&self, name: &str) -> Result<Operand> {
+    pub fn operand(&self, name: &str) -> Result<Operand> {
         match self.get(name) {
             Val::Tensor(value) => Ok(Operand::Tensor(*value)),
             // A symbolic int the graph computes joins in as a zero-dim `i64` tensor, which
@@ -269,24 +216,24 @@ impl Args {
             }
             Val::Sym(expr) => Err(self.site.dynamic(format!(
                 "argument `{name}` is the symbolic int {}; give its symbols values to compute with it",
-                super::sym::Show(expr)
+                crate::sym::Show(expr)
             ))),
             _ => self.scalar(name).map(Operand::Scalar),
         }
     }
 
     /// A required number.
-    pub(crate) fn scalar(&self, name: &str) -> Result<Scalar> {
+    pub fn scalar(&self, name: &str) -> Result<Scalar> {
         self.opt_scalar(name)?.ok_or_else(|| self.wrong(name, "a number"))
     }
 
     /// A number, or `default` when missing.
-    pub(crate) fn scalar_or(&self, name: &str, default: Scalar) -> Result<Scalar> {
+    pub fn scalar_or(&self, name: &str, default: Scalar) -> Result<Scalar> {
         Ok(self.opt_scalar(name)?.unwrap_or(default))
     }
 
     /// An optional number.
-    pub(crate) fn opt_scalar(&self, name: &str) -> Result<Option<Scalar>> {
+    pub fn opt_scalar(&self, name: &str) -> Result<Option<Scalar>> {
         match self.get(name) {
             Val::Missing | Val::None => Ok(None),
             Val::Int(value) => Ok(Some(Scalar::Int(*value))),
@@ -296,7 +243,7 @@ impl Args {
             // still succeed.
             Val::Sym(expr) => Err(self.site.dynamic(format!(
                 "argument `{name}` is the symbolic int {}; give its symbols values",
-                super::sym::Show(expr)
+                crate::sym::Show(expr)
             ))),
             _ => Err(self.wrong(name, "a number")),
         }
@@ -304,7 +251,7 @@ impl Args {
 
     /// A size argument that may be symbolic: `Some` for an int or a symbolic int, `None` for
     /// anything else (a float, a bool), which callers read with [`Args::scalar`].
-    pub(crate) fn opt_sym_int(&self, name: &str) -> Option<SymExpr> {
+    pub fn opt_sym_int(&self, name: &str) -> Option<SymExpr> {
         match self.get(name) {
             Val::Int(value) => Some(SymExpr::Int(*value)),
             Val::Sym(expr) => Some(expr.clone()),
@@ -313,41 +260,41 @@ impl Args {
     }
 
     /// A required int.
-    pub(crate) fn int(&self, name: &str) -> Result<i64> {
+    pub fn int(&self, name: &str) -> Result<i64> {
         self.opt_int(name)?.ok_or_else(|| self.wrong(name, "an int"))
     }
 
     /// An int, or `default` when missing or `None`.
-    pub(crate) fn int_or(&self, name: &str, default: i64) -> Result<i64> {
+    pub fn int_or(&self, name: &str, default: i64) -> Result<i64> {
         Ok(self.opt_int(name)?.unwrap_or(default))
     }
 
     /// An optional int.
-    pub(crate) fn opt_int(&self, name: &str) -> Result<Option<i64>> {
+    pub fn opt_int(&self, name: &str) -> Result<Option<i64>> {
         match self.get(name) {
             Val::Missing | Val::None => Ok(None),
             Val::Int(value) => Ok(Some(*value)),
             Val::Bool(value) => Ok(Some(i64::from(*value))),
             Val::Sym(expr) => Err(self.site.dynamic(format!(
                 "argument `{name}` is the symbolic int {}; give its symbols values",
-                super::sym::Show(expr)
+                crate::sym::Show(expr)
             ))),
             _ => Err(self.wrong(name, "an int")),
         }
     }
 
     /// A list of ints (a bare int counts as a one-element list, as in `int[2] stride=1`).
-    pub(crate) fn ints(&self, name: &str) -> Result<Vec<i64>> {
+    pub fn ints(&self, name: &str) -> Result<Vec<i64>> {
         self.opt_ints(name)?.ok_or_else(|| self.wrong(name, "a list of ints"))
     }
 
     /// A list of ints, or `default` when missing or `None`.
-    pub(crate) fn ints_or(&self, name: &str, default: &[i64]) -> Result<Vec<i64>> {
+    pub fn ints_or(&self, name: &str, default: &[i64]) -> Result<Vec<i64>> {
         Ok(self.opt_ints(name)?.unwrap_or_else(|| default.to_vec()))
     }
 
     /// An optional list of ints.
-    pub(crate) fn opt_ints(&self, name: &str) -> Result<Option<Vec<i64>>> {
+    pub fn opt_ints(&self, name: &str) -> Result<Option<Vec<i64>>> {
         match self.get(name) {
             Val::Missing | Val::None => Ok(None),
             Val::Int(value) => Ok(Some(vec![*value])),
@@ -357,7 +304,7 @@ impl Args {
                     Val::Int(value) => Ok(*value),
                     Val::Sym(expr) => Err(self.site.dynamic(format!(
                         "argument `{name}` holds the symbolic int {}; give its symbols values",
-                        super::sym::Show(expr)
+                        crate::sym::Show(expr)
                     ))),
                     _ => Err(self.wrong(name, "a list of ints")),
                 })
@@ -368,7 +315,7 @@ impl Args {
     }
 
     /// A list of sizes that may be symbolic.
-    pub(crate) fn sym_ints(&self, name: &str) -> Result<Vec<SymExpr>> {
+    pub fn sym_ints(&self, name: &str) -> Result<Vec<SymExpr>> {
         match self.get(name) {
             Val::Int(value) => Ok(vec![SymExpr::Int(*value)]),
             Val::List(items) => items
@@ -384,7 +331,7 @@ impl Args {
     }
 
     /// A bool, or `default` when missing or `None`.
-    pub(crate) fn bool_or(&self, name: &str, default: bool) -> Result<bool> {
+    pub fn bool_or(&self, name: &str, default: bool) -> Result<bool> {
         match self.get(name) {
             Val::Missing | Val::None => Ok(default),
             Val::Bool(value) => Ok(*value),
@@ -394,7 +341,7 @@ impl Args {
     }
 
     /// An optional dtype.
-    pub(crate) fn opt_dtype(&self, name: &str) -> Result<Option<DType>> {
+    pub fn opt_dtype(&self, name: &str) -> Result<Option<DType>> {
         match self.get(name) {
             Val::Missing | Val::None => Ok(None),
             Val::DType(dtype) => Ok(Some(*dtype)),
@@ -403,7 +350,7 @@ impl Args {
     }
 
     /// An optional string.
-    pub(crate) fn opt_str(&self, name: &str) -> Result<Option<&str>> {
+    pub fn opt_str(&self, name: &str) -> Result<Option<&str>> {
         match self.get(name) {
             Val::Missing | Val::None => Ok(None),
             Val::Str(text) => Ok(Some(text)),

@@ -13,9 +13,9 @@ use ttpu_ir::{
 
 use super::elementwise::tensor;
 use super::layout::reverse;
+use crate::args::Args;
+use crate::ctx::{Cx, Imported, opmath};
 use crate::error::Result;
-use crate::import::args::Args;
-use crate::import::ctx::{Cx, Imported, opmath};
 
 /// `relu`: `max(x, 0)` (NaN stays NaN).
 pub(super) fn relu(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {

@@ -13,14 +13,14 @@ use ttpu_ir::{
     SymbolRange, TensorType, UnaryOp, ValueId,
 };
 
-use super::promote::{self, Participant};
-use super::sym;
-use crate::ast::{Span, SymExpr};
 use crate::error::{Error, Location, Result};
+use crate::promote::{self, Participant};
+use crate::sym;
+use crate::{Span, SymExpr};
 
 /// What a node of the `.fx` graph imported to.
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) enum Imported {
+pub enum Imported {
     /// A tensor.
     Tensor(ValueId),
     /// The results of a multi-output op, selected with `getitem`.
@@ -35,13 +35,13 @@ pub(crate) enum Imported {
     /// A submodule of the graph (`self.true_graph_0`), by name: an argument of `torch.cond`.
     Submodule(String),
     /// Left out of a size program: it needs a size the data decides that has no value yet (see
-    /// [`super::DataSize`]).
+    /// [`crate::DataSize`]).
     Skipped,
 }
 
 /// Where errors of the node being imported point.
 #[derive(Clone, Debug)]
-pub(crate) struct Site {
+pub struct Site {
     /// The program's path, for messages.
     pub path: Arc<str>,
     /// The program's text, to turn spans into lines and columns.
@@ -56,12 +56,12 @@ pub(crate) struct Site {
 
 impl Site {
     /// The location of `span` in the program.
-    pub(crate) fn location(&self, span: Span) -> Location {
+    pub fn location(&self, span: Span) -> Location {
         Location::new(&self.path, &self.source, span)
     }
 
     /// [`Error::BadArguments`] at the call.
-    pub(crate) fn bad(&self, message: impl Into<String>) -> Error {
+    pub fn bad(&self, message: impl Into<String>) -> Error {
         Error::BadArguments {
             at: self.location(self.span),
             op: self.op.clone(),
@@ -71,14 +71,14 @@ impl Site {
     }
 
     /// [`Error::DynamicDims`] at the call.
-    pub(crate) fn dynamic(&self, message: impl Into<String>) -> Error {
+    pub fn dynamic(&self, message: impl Into<String>) -> Error {
         Error::DynamicDims { at: self.location(self.span), message: message.into() }
     }
 }
 
 /// An operand of an elementwise op: a tensor or a Python number.
 #[derive(Copy, Clone, Debug, PartialEq)]
-pub(crate) enum Operand {
+pub enum Operand {
     /// A tensor value.
     Tensor(ValueId),
     /// A Python number (a "wrapped number" in PyTorch's promotion).
@@ -86,14 +86,14 @@ pub(crate) enum Operand {
 }
 
 /// The decomposition context: the graph under construction and the current node's site.
-pub(crate) struct Cx<'a> {
+pub struct Cx<'a> {
     /// The graph under construction.
     pub b: GraphBuilder,
     /// Where errors point.
     pub site: Site,
     /// Concrete sizes for symbols.
     pub symbol_values: &'a IndexMap<String, i64>,
-    /// The seed of random ops ([`super::ImportOptions::seed`]).
+    /// The seed of random ops (`ttpu_fx::ImportOptions::seed` for `.fx` text).
     pub seed: u64,
     /// Random draws made so far; each gets a generator state of its own.
     pub rng_draws: u64,
@@ -103,7 +103,7 @@ pub(crate) struct Cx<'a> {
     pub annotated: Option<TensorType>,
     /// How the current node's tensor arguments sit in memory, by parameter name (only the ones
     /// that are not contiguous): what `as_strided` and `sym_stride` read.
-    pub input_layouts: Vec<(&'static str, super::storage::Layout)>,
+    pub input_layouts: Vec<(&'static str, crate::storage::Layout)>,
     /// For a node with several results: the annotations of the `getitem` nodes that read them,
     /// by result index (where one does), the only place the export prints their sizes.
     pub annotated_elements: Vec<Option<TensorType>>,
@@ -113,12 +113,12 @@ pub(crate) struct Cx<'a> {
     /// `u0`, ...), defined by a node such as `nonzero` while the program runs.
     pub input_symbols: std::collections::HashSet<String>,
     /// The sizes the data decides that this import computes, for a size program.
-    pub pending: Vec<(super::DataSize, ValueId)>,
+    pub pending: Vec<(crate::DataSize, ValueId)>,
 }
 
 /// A size the data decides, as a decomposition sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum DataDim {
+pub enum DataDim {
     /// Its value is known (given in `symbol_values`, or printed as a number).
     Known(i64),
     /// It has no value yet: this import computes it for a size program, and the node is left out.
@@ -127,31 +127,31 @@ pub(crate) enum DataDim {
 
 /// The most elements any tensor of an imported program may have (2^40): far beyond any device, and
 /// small enough that products of a tensor's dims never overflow `i64`.
-pub(crate) const MAX_ELEMENTS: i64 = 1 << 40;
+pub const MAX_ELEMENTS: i64 = 1 << 40;
 
 /// The most entries of a table the importer computes on the host (gather positions, pooling
 /// masks, index lists): 16M entries, about 256 MiB while built.
-pub(crate) const MAX_TABLE: i64 = 1 << 24;
+pub const MAX_TABLE: i64 = 1 << 24;
 
 /// The most steps a decomposition unrolls into graph nodes (pooling kernel offsets).
-pub(crate) const MAX_UNROLL: i64 = 1 << 16;
+pub const MAX_UNROLL: i64 = 1 << 16;
 
 /// The element count of `dims` when it is at most [`MAX_ELEMENTS`].
-pub(crate) fn element_count(dims: &[i64]) -> Option<i64> {
+pub fn element_count(dims: &[i64]) -> Option<i64> {
     dims.iter()
         .try_fold(1i64, |acc, &dim| if dim < 0 { None } else { acc.checked_mul(dim) })
         .filter(|&count| count <= MAX_ELEMENTS)
 }
 
-pub(crate) use ttpu_torch::graph::keepdim_shape;
-pub(crate) use ttpu_torch::promote::opmath;
+pub use ttpu_torch::graph::keepdim_shape;
+pub use ttpu_torch::promote::opmath;
 
 impl Cx<'_> {
     /// The size the data decides at dim `dim` of the current node's result (`element` of a
     /// multi-output node, read from the `getitem` that selects it; the first candidate that has an
     /// annotation decides). A symbol without a value is computed with `count` (an `i64` scalar)
     /// and recorded for the size program; the caller then leaves the node out.
-    pub(crate) fn data_dim(
+    pub fn data_dim(
         &mut self,
         candidates: &[(Option<usize>, usize)],
         what: &str,
@@ -190,13 +190,13 @@ impl Cx<'_> {
     }
 
     /// Whether `name` is a size the data decides that has no value yet.
-    pub(crate) fn is_data_symbol(&self, name: &str) -> bool {
+    pub fn is_data_symbol(&self, name: &str) -> bool {
         !self.input_symbols.contains(name) && !self.symbol_values.contains_key(name)
     }
 
     /// [`Cx::data_dim`] for a number the data decides (`.item()`): the value of symbol `name`,
     /// or, without one, `value` (an integer scalar) recorded for the size program.
-    pub(crate) fn data_sym(&mut self, name: &str, what: &str, value: ValueId) -> Result<DataDim> {
+    pub fn data_sym(&mut self, name: &str, what: &str, value: ValueId) -> Result<DataDim> {
         if let Some(&known) = self.symbol_values.get(name) {
             return Ok(DataDim::Known(known));
         }
@@ -209,7 +209,7 @@ impl Cx<'_> {
     /// Records that the size program computes symbol `name` as `value`, at the current node.
     fn record_pending(&mut self, name: &str, what: &str, value: ValueId) -> Result<()> {
         let value = self.convert(value, DType::I64)?;
-        let size = super::DataSize {
+        let size = crate::DataSize {
             symbol: name.to_string(),
             node: self.site.node.clone(),
             op: self.site.op.clone(),
@@ -224,7 +224,7 @@ impl Cx<'_> {
     /// [`MAX_TABLE`]: sizes from the input reach an allocation only through here.
     /// A zero factor counts as one: the loops that fill a table run over the other factors even
     /// when it is empty.
-    pub(crate) fn table(&self, factors: &[i64], what: &str) -> Result<usize> {
+    pub fn table(&self, factors: &[i64], what: &str) -> Result<usize> {
         factors
             .iter()
             .try_fold(1i64, |acc, &factor| if factor < 0 { None } else { acc.checked_mul(factor.max(1)) })
@@ -236,7 +236,7 @@ impl Cx<'_> {
     }
 
     /// A count of steps to unroll, checked against [`MAX_UNROLL`].
-    pub(crate) fn unroll(&self, factors: &[i64], what: &str) -> Result<usize> {
+    pub fn unroll(&self, factors: &[i64], what: &str) -> Result<usize> {
         factors
             .iter()
             .try_fold(1i64, |acc, &factor| if factor < 0 { None } else { acc.checked_mul(factor) })
@@ -248,43 +248,43 @@ impl Cx<'_> {
     }
 
     /// [`Error::BadArguments`] at the current node.
-    pub(crate) fn bad(&self, message: impl Into<String>) -> Error {
+    pub fn bad(&self, message: impl Into<String>) -> Error {
         self.site.bad(message)
     }
 
     /// Wraps an IR inference failure as bad arguments of the current node.
-    pub(crate) fn ok<T>(&self, built: std::result::Result<T, InferError>) -> Result<T> {
+    pub fn ok<T>(&self, built: std::result::Result<T, InferError>) -> Result<T> {
         built.map_err(|error| self.bad(error.to_string()))
     }
 
     /// The type of `value`.
-    pub(crate) fn ty(&self, value: ValueId) -> TensorType {
+    pub fn ty(&self, value: ValueId) -> TensorType {
         self.b.ty(value).clone()
     }
 
     /// The dtype of `value`.
-    pub(crate) fn dtype(&self, value: ValueId) -> DType {
+    pub fn dtype(&self, value: ValueId) -> DType {
         self.b.ty(value).dtype
     }
 
     /// The rank of `value`.
-    pub(crate) fn rank(&self, value: ValueId) -> usize {
+    pub fn rank(&self, value: ValueId) -> usize {
         self.b.ty(value).rank()
     }
 
     /// The shape of `value`.
-    pub(crate) fn shape(&self, value: ValueId) -> Shape {
+    pub fn shape(&self, value: ValueId) -> Shape {
         self.b.ty(value).shape.clone()
     }
 
     /// Static sizes of `value`, or an error naming `what` needs them.
-    pub(crate) fn static_dims(&self, value: ValueId, what: &str) -> Result<SmallVec<[i64; 4]>> {
+    pub fn static_dims(&self, value: ValueId, what: &str) -> Result<SmallVec<[i64; 4]>> {
         let ty = self.b.ty(value);
         ty.shape.as_static().ok_or_else(|| self.site.dynamic(format!("{what} needs static dims, found {ty}")))
     }
 
     /// A static dim of `value`.
-    pub(crate) fn static_dim(&self, value: ValueId, dim: usize, what: &str) -> Result<i64> {
+    pub fn static_dim(&self, value: ValueId, dim: usize, what: &str) -> Result<i64> {
         let ty = self.b.ty(value);
         ty.shape[dim]
             .as_static()
@@ -293,7 +293,7 @@ impl Cx<'_> {
 
     /// Normalises a PyTorch dim (negative counts from the end) for a tensor of rank `rank`.
     /// Rank-0 tensors accept dims 0 and -1, as in PyTorch.
-    pub(crate) fn norm_dim(&self, dim: i64, rank: usize) -> Result<usize> {
+    pub fn norm_dim(&self, dim: i64, rank: usize) -> Result<usize> {
         let wrap = rank.max(1) as i64;
         let index = if dim < 0 { dim + wrap } else { dim };
         if index < 0 || index >= wrap {
@@ -303,7 +303,7 @@ impl Cx<'_> {
     }
 
     /// Normalises a list of dims; duplicates are an error.
-    pub(crate) fn norm_dims(&self, dims: &[i64], rank: usize) -> Result<Vec<usize>> {
+    pub fn norm_dims(&self, dims: &[i64], rank: usize) -> Result<Vec<usize>> {
         let mut out = Vec::with_capacity(dims.len());
         for &dim in dims {
             let index = self.norm_dim(dim, rank)?;
@@ -316,7 +316,7 @@ impl Cx<'_> {
     }
 
     /// The IR dim a symbolic size stands for (folded with the given symbol values).
-    pub(crate) fn dim_of(&mut self, expr: &SymExpr) -> Result<Dim> {
+    pub fn dim_of(&mut self, expr: &SymExpr) -> Result<Dim> {
         let folded = sym::fold(expr, self.symbol_values);
         self.intern_dim(&folded).ok_or_else(|| {
             self.site.dynamic(format!(
@@ -328,7 +328,7 @@ impl Cx<'_> {
     }
 
     /// The dim of a folded expression: a literal or a bare symbol (declared if it was not).
-    pub(crate) fn intern_dim(&mut self, folded: &SymExpr) -> Option<Dim> {
+    pub fn intern_dim(&mut self, folded: &SymExpr) -> Option<Dim> {
         let symbols = &mut self.b.graph_mut().symbols;
         sym::to_dim(folded, |name| {
             // A symbol without a range constraint still needs a declaration for the verifier.
@@ -339,7 +339,7 @@ impl Cx<'_> {
     /// A symbolic int as an `i64` scalar computed at run time from the sizes of input dims
     /// (`dim_size`), with Python's `//` and `%`; `None` when a symbol is no input's dim size.
     /// Unused results are removed by dead-code elimination.
-    pub(crate) fn sym_tensor(&mut self, expr: &SymExpr) -> Result<Option<ValueId>> {
+    pub fn sym_tensor(&mut self, expr: &SymExpr) -> Result<Option<ValueId>> {
         let folded = sym::fold(expr, self.symbol_values);
         let int = |cx: &mut Cx<'_>, value: i64| cx.scalar(DType::I64, Scalar::Int(value));
         let value = match &folded {
@@ -396,7 +396,7 @@ impl Cx<'_> {
     }
 
     /// The shape for a list of symbolic sizes.
-    pub(crate) fn shape_of(&mut self, sizes: &[SymExpr]) -> Result<Shape> {
+    pub fn shape_of(&mut self, sizes: &[SymExpr]) -> Result<Shape> {
         let mut dims = Vec::with_capacity(sizes.len());
         for size in sizes {
             let dim = self.dim_of(size)?;
@@ -411,69 +411,72 @@ impl Cx<'_> {
     // ---- IR building, with inference errors mapped to this node ----
 
     /// A rank-0 constant.
-    pub(crate) fn scalar(&mut self, dtype: DType, value: Scalar) -> ValueId {
+    pub fn scalar(&mut self, dtype: DType, value: Scalar) -> ValueId {
         self.b.constant(Literal::scalar(dtype, value))
     }
 
     /// A constant literal.
-    pub(crate) fn literal(&mut self, literal: Literal) -> ValueId {
+    pub fn literal(&mut self, literal: Literal) -> ValueId {
         self.b.constant(literal)
     }
 
     /// `value` of `dtype`, broadcast to `shape` (a scalar constant when `shape` is rank 0).
-    pub(crate) fn splat(&mut self, dtype: DType, value: Scalar, shape: &Shape) -> Result<ValueId> {
+    pub fn splat(&mut self, dtype: DType, value: Scalar, shape: &Shape) -> Result<ValueId> {
         let scalar = self.scalar(dtype, value);
         self.broadcast_to(scalar, shape)
     }
 
     /// `value` of `like`'s dtype and shape.
-    pub(crate) fn splat_like(&mut self, like: ValueId, value: Scalar) -> Result<ValueId> {
+    pub fn splat_like(&mut self, like: ValueId, value: Scalar) -> Result<ValueId> {
         let ty = self.ty(like);
         self.splat(ty.dtype, value, &ty.shape)
     }
 
-    pub(crate) fn unary(&mut self, op: UnaryOp, operand: ValueId) -> Result<ValueId> {
+    /// A unary op.
+    pub fn unary(&mut self, op: UnaryOp, operand: ValueId) -> Result<ValueId> {
         let built = self.b.unary(op, operand);
         self.ok(built)
     }
 
     /// A binary op on operands of one type.
-    pub(crate) fn binary(&mut self, op: BinaryOp, lhs: ValueId, rhs: ValueId) -> Result<ValueId> {
+    pub fn binary(&mut self, op: BinaryOp, lhs: ValueId, rhs: ValueId) -> Result<ValueId> {
         let built = self.b.binary(op, lhs, rhs);
         self.ok(built)
     }
 
     /// A binary op on operands of one dtype, broadcasting their shapes.
-    pub(crate) fn binary_bcast(&mut self, op: BinaryOp, lhs: ValueId, rhs: ValueId) -> Result<ValueId> {
+    pub fn binary_bcast(&mut self, op: BinaryOp, lhs: ValueId, rhs: ValueId) -> Result<ValueId> {
         let [lhs, rhs] = self.broadcast_all([lhs, rhs])?;
         self.binary(op, lhs, rhs)
     }
 
     /// `value op scalar`, the scalar in `value`'s dtype.
-    pub(crate) fn binary_scalar(&mut self, op: BinaryOp, value: ValueId, scalar: Scalar) -> Result<ValueId> {
+    pub fn binary_scalar(&mut self, op: BinaryOp, value: ValueId, scalar: Scalar) -> Result<ValueId> {
         let constant = self.splat_like(value, scalar)?;
         self.binary(op, value, constant)
     }
 
-    pub(crate) fn compare(&mut self, direction: CompareDirection, lhs: ValueId, rhs: ValueId) -> Result<ValueId> {
+    /// An elementwise comparison of operands of one type.
+    pub fn compare(&mut self, direction: CompareDirection, lhs: ValueId, rhs: ValueId) -> Result<ValueId> {
         let built = self.b.compare(direction, lhs, rhs);
         self.ok(built)
     }
 
-    pub(crate) fn select(&mut self, pred: ValueId, on_true: ValueId, on_false: ValueId) -> Result<ValueId> {
+    /// `on_true` where `pred` holds, else `on_false` (one shape).
+    pub fn select(&mut self, pred: ValueId, on_true: ValueId, on_false: ValueId) -> Result<ValueId> {
         let built = self.b.select(pred, on_true, on_false);
         self.ok(built)
     }
 
     /// Converts to `dtype`; no node when it already has it.
-    pub(crate) fn convert(&mut self, value: ValueId, dtype: DType) -> Result<ValueId> {
+    pub fn convert(&mut self, value: ValueId, dtype: DType) -> Result<ValueId> {
         let built = ttpu_torch::graph::convert(&mut self.b, value, dtype);
         self.ok(built)
     }
 
     /// Reinterprets the bits as `dtype` (see [`ttpu_ir::Op::BitcastConvert`] for the shape); no
     /// node when it already has it.
-    pub(crate) fn bitcast_convert(&mut self, value: ValueId, dtype: DType) -> Result<ValueId> {
+    pub fn bitcast_convert(&mut self, value: ValueId, dtype: DType) -> Result<ValueId> {
         if self.dtype(value) == dtype {
             return Ok(value);
         }
@@ -482,7 +485,7 @@ impl Cx<'_> {
     }
 
     /// Reshapes; no node when the shape is unchanged.
-    pub(crate) fn reshape(&mut self, value: ValueId, shape: Shape) -> Result<ValueId> {
+    pub fn reshape(&mut self, value: ValueId, shape: Shape) -> Result<ValueId> {
         if self.b.ty(value).shape == shape {
             return Ok(value);
         }
@@ -491,7 +494,7 @@ impl Cx<'_> {
     }
 
     /// Transposes; no node for the identity permutation.
-    pub(crate) fn transpose(&mut self, value: ValueId, permutation: &[i64]) -> Result<ValueId> {
+    pub fn transpose(&mut self, value: ValueId, permutation: &[i64]) -> Result<ValueId> {
         if permutation.iter().enumerate().all(|(index, &dim)| index as i64 == dim) {
             return Ok(value);
         }
@@ -499,25 +502,20 @@ impl Cx<'_> {
         self.ok(built)
     }
 
-    pub(crate) fn broadcast_in_dim(&mut self, value: ValueId, dims: &[i64], shape: Shape) -> Result<ValueId> {
+    /// `value` broadcast into `shape`, its dims landing at `dims`.
+    pub fn broadcast_in_dim(&mut self, value: ValueId, dims: &[i64], shape: Shape) -> Result<ValueId> {
         let built = self.b.broadcast_in_dim(value, dims, shape);
         self.ok(built)
     }
 
-    pub(crate) fn slice(&mut self, value: ValueId, start: &[i64], limit: &[i64], strides: &[i64]) -> Result<ValueId> {
+    /// A static slice: `start..limit` step `strides` per dim.
+    pub fn slice(&mut self, value: ValueId, start: &[i64], limit: &[i64], strides: &[i64]) -> Result<ValueId> {
         let built = self.b.slice(value, start, limit, strides);
         self.ok(built)
     }
 
     /// Slices dim `dim` only: `start..limit` step `stride`; no node when it takes everything.
-    pub(crate) fn slice_dim(
-        &mut self,
-        value: ValueId,
-        dim: usize,
-        start: i64,
-        limit: i64,
-        stride: i64,
-    ) -> Result<ValueId> {
+    pub fn slice_dim(&mut self, value: ValueId, dim: usize, start: i64, limit: i64, stride: i64) -> Result<ValueId> {
         let size = self.static_dim(value, dim, "slicing")?;
         if start == 0 && limit == size && (stride == 1 || size <= 1) {
             return Ok(value);
@@ -533,12 +531,14 @@ impl Cx<'_> {
         self.ok(built)
     }
 
-    pub(crate) fn concatenate(&mut self, values: &[ValueId], dimension: i64) -> Result<ValueId> {
+    /// Values joined along `dimension`.
+    pub fn concatenate(&mut self, values: &[ValueId], dimension: i64) -> Result<ValueId> {
         let built = self.b.concatenate(values, dimension);
         self.ok(built)
     }
 
-    pub(crate) fn pad(
+    /// `value` padded with `fill` (`low`, `high` and `interior` per dim).
+    pub fn pad(
         &mut self,
         value: ValueId,
         fill: ValueId,
@@ -550,13 +550,14 @@ impl Cx<'_> {
         self.ok(built)
     }
 
-    pub(crate) fn dot_general(&mut self, lhs: ValueId, rhs: ValueId, dims: DotDims) -> Result<ValueId> {
+    /// A general dot product.
+    pub fn dot_general(&mut self, lhs: ValueId, rhs: ValueId, dims: DotDims) -> Result<ValueId> {
         let built = self.b.dot_general(lhs, rhs, dims);
         self.ok(built)
     }
 
     /// Reduces `dims` (any order); no node when there is nothing to reduce.
-    pub(crate) fn reduce(&mut self, value: ValueId, kind: ReduceKind, dims: &[usize]) -> Result<ValueId> {
+    pub fn reduce(&mut self, value: ValueId, kind: ReduceKind, dims: &[usize]) -> Result<ValueId> {
         let built = ttpu_torch::graph::reduce(&mut self.b, value, kind, dims);
         self.ok(built)
     }
@@ -564,12 +565,7 @@ impl Cx<'_> {
     /// A `Max`/`Min` reduction over `dims` that is NaN wherever its group holds a NaN, as in
     /// PyTorch. XLA's CPU backend compiles max/min with fast min/max by default and drops NaN, so
     /// the NaN is put back explicitly; other kinds and non-float types reduce plainly.
-    pub(crate) fn reduce_propagating_nan(
-        &mut self,
-        value: ValueId,
-        kind: ReduceKind,
-        dims: &[usize],
-    ) -> Result<ValueId> {
+    pub fn reduce_propagating_nan(&mut self, value: ValueId, kind: ReduceKind, dims: &[usize]) -> Result<ValueId> {
         let reduced = self.reduce(value, kind, dims)?;
         if !matches!(kind, ReduceKind::Max | ReduceKind::Min) || !self.dtype(value).is_float() || dims.is_empty() {
             return Ok(reduced);
@@ -581,13 +577,7 @@ impl Cx<'_> {
     }
 
     /// Reduces `dims` and keeps them as size 1 when `keepdim`.
-    pub(crate) fn reduce_keep(
-        &mut self,
-        value: ValueId,
-        kind: ReduceKind,
-        dims: &[usize],
-        keepdim: bool,
-    ) -> Result<ValueId> {
+    pub fn reduce_keep(&mut self, value: ValueId, kind: ReduceKind, dims: &[usize], keepdim: bool) -> Result<ValueId> {
         let built = ttpu_torch::graph::reduce_keep(&mut self.b, value, kind, dims, keepdim);
         self.ok(built)
     }
@@ -595,7 +585,7 @@ impl Cx<'_> {
     // ---- broadcasting and promotion ----
 
     /// Broadcasts `value` to `shape` (numpy rules: rank extension on the left, size-1 dims grow).
-    pub(crate) fn broadcast_to(&mut self, value: ValueId, shape: &Shape) -> Result<ValueId> {
+    pub fn broadcast_to(&mut self, value: ValueId, shape: &Shape) -> Result<ValueId> {
         let from = self.shape(value);
         if &from == shape {
             return Ok(value);
@@ -609,7 +599,7 @@ impl Cx<'_> {
     }
 
     /// The broadcast shape of `shapes` (numpy rules), or bad arguments.
-    pub(crate) fn broadcast_shape(&self, shapes: &[Shape]) -> Result<Shape> {
+    pub fn broadcast_shape(&self, shapes: &[Shape]) -> Result<Shape> {
         let rank = shapes.iter().map(Shape::rank).max().unwrap_or(0);
         let mut out: Vec<Dim> = vec![Dim::Static(1); rank];
         for shape in shapes {
@@ -631,7 +621,7 @@ impl Cx<'_> {
     }
 
     /// Broadcasts every value to their common shape.
-    pub(crate) fn broadcast_all<const N: usize>(&mut self, values: [ValueId; N]) -> Result<[ValueId; N]> {
+    pub fn broadcast_all<const N: usize>(&mut self, values: [ValueId; N]) -> Result<[ValueId; N]> {
         let shapes: Vec<Shape> = values.iter().map(|&value| self.shape(value)).collect();
         let shape = self.broadcast_shape(&shapes)?;
         let mut out = values;
@@ -642,7 +632,7 @@ impl Cx<'_> {
     }
 
     /// How `operand` takes part in type promotion.
-    pub(crate) fn participant(&self, operand: Operand) -> Participant {
+    pub fn participant(&self, operand: Operand) -> Participant {
         match operand {
             Operand::Tensor(value) => {
                 let ty = self.b.ty(value);
@@ -653,13 +643,13 @@ impl Cx<'_> {
     }
 
     /// `torch.result_type(*operands)`.
-    pub(crate) fn result_type(&self, operands: &[Operand]) -> DType {
+    pub fn result_type(&self, operands: &[Operand]) -> DType {
         let participants: Vec<Participant> = operands.iter().map(|&operand| self.participant(operand)).collect();
         promote::result_type(&participants).unwrap_or(promote::DEFAULT_FLOAT)
     }
 
     /// Every operand as a tensor of `dtype`, broadcast to their common shape.
-    pub(crate) fn prepare<const N: usize>(&mut self, operands: [Operand; N], dtype: DType) -> Result<[ValueId; N]> {
+    pub fn prepare<const N: usize>(&mut self, operands: [Operand; N], dtype: DType) -> Result<[ValueId; N]> {
         let mut values = Vec::with_capacity(N);
         for operand in operands {
             values.push(match operand {
@@ -673,7 +663,7 @@ impl Cx<'_> {
 
     /// Whether `operand` is a Python number or a zero-dim tensor: PyTorch's CPU kernels read such
     /// an operand at full precision ("opmath") when the result is `f16`/`bf16`.
-    pub(crate) fn is_scalar_like(&self, operand: Operand) -> bool {
+    pub fn is_scalar_like(&self, operand: Operand) -> bool {
         match operand {
             Operand::Tensor(value) => self.rank(value) == 0,
             Operand::Scalar(_) => true,

@@ -3,7 +3,7 @@
 //!
 //! Every draw is one IR `rng_bit_generator` (ThreeFry) of `u64` words with a state of its own:
 //! the `k`-th draw of a graph takes the `k`-th output of SplitMix64 seeded with
-//! [`ImportOptions::seed`](crate::ImportOptions::seed) as its key and counter 0, so draws never
+//! the import's seed ([`Cx::seed`](crate::Cx::seed)) as its key and counter 0, so draws never
 //! share a stream and the same seed gives the same numbers. The numbers follow PyTorch's
 //! distributions, not its bits (PyTorch's CPU generator is a Mersenne Twister):
 //!
@@ -22,10 +22,10 @@
 use ttpu_ir::{BinaryOp, CompareDirection, DType, Literal, RngAlgorithm, Scalar, Shape, TensorType, UnaryOp, ValueId};
 
 use super::elementwise::tensor;
+use crate::args::Args;
+use crate::ctx::{Cx, Imported, Operand, opmath};
 use crate::error::Result;
-use crate::import::args::Args;
-use crate::import::ctx::{Cx, Imported, Operand, opmath};
-use crate::import::promote::DEFAULT_FLOAT;
+use crate::promote::DEFAULT_FLOAT;
 
 /// The `index`-th output of SplitMix64 seeded with `seed` (Steele, Lea and Flood, 2014): a
 /// well-mixed 64-bit key per draw from one seed.

@@ -10,9 +10,9 @@ use ttpu_ir::{
 };
 
 use super::elementwise::{tensor, to_bool};
+use crate::args::Args;
+use crate::ctx::{Cx, Imported, opmath};
 use crate::error::Result;
-use crate::import::args::Args;
-use crate::import::ctx::{Cx, Imported, opmath};
 
 /// The reduced dims: the `dim` argument (one int or a list), or all dims when it is absent,
 /// `None` or empty.
@@ -103,7 +103,7 @@ pub(super) fn extremum(cx: &mut Cx<'_>, args: &Args, kind: ReduceKind) -> Result
     if !keepdim(args)? {
         return tensor(reduced);
     }
-    let kept = crate::import::ctx::keepdim_shape(&cx.shape(x), &dims);
+    let kept = crate::ctx::keepdim_shape(&cx.shape(x), &dims);
     tensor(cx.reshape(reduced, kept)?)
 }
 
@@ -168,7 +168,7 @@ fn extreme_and_index(
     let shape = cx.shape(x);
     // With a NaN in the row the extremum is NaN, so the first NaN is also the first hit below.
     let reduced = cx.reduce_propagating_nan(x, kind, &[dim])?;
-    let kept = cx.reshape(reduced, crate::import::ctx::keepdim_shape(&shape, &[dim]))?;
+    let kept = cx.reshape(reduced, crate::ctx::keepdim_shape(&shape, &[dim]))?;
     let wide = cx.broadcast_to(kept, &shape)?;
     let mut hit = cx.compare(CompareDirection::Eq, x, wide)?;
     if cx.dtype(x).is_float() {

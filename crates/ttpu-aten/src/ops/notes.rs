@@ -7,7 +7,7 @@
 
 /// What is known about one overload beyond its table entry.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Note {
+pub enum Note {
     /// In the table, but some variants are refused or differ from PyTorch: which ones.
     Partial(&'static str),
     /// Not in the table: why.
@@ -37,7 +37,7 @@ const FFT: &str = "at most three transformed dims in one call (StableHLO's `fft`
                    inverse transforms are XLA's, scaled by `n` times PyTorch's factor";
 
 /// Notes, at most one per overload.
-pub(crate) static NOTES: &[(&str, Note)] = &[
+pub static NOTES: &[(&str, Note)] = &[
     (
         "aten.histc.default",
         Note::Partial(
@@ -152,7 +152,7 @@ const C10D: &str = "a collective of `torch.distributed` is exported for one rank
                     or build the collective in the IR (`ttpu_ir::Collective`)";
 
 /// The note on `name`, if any.
-pub(crate) fn note(name: &str) -> Option<Note> {
+pub fn note(name: &str) -> Option<Note> {
     if name.starts_with("_c10d_functional.") || name.starts_with("c10d_functional.") {
         return Some(Note::Unsupported(C10D));
     }

@@ -19,13 +19,13 @@ use std::sync::Arc;
 
 use ttpu_ir::{DType, Dim, TensorType, ValueId};
 
-use super::args::{Args, Val};
-use super::ctx::{Cx, Imported};
+use crate::args::{Args, Val};
+use crate::ctx::{Cx, Imported};
 use crate::error::Result;
 
 /// How a node's result sits in memory.
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) enum Layout {
+pub enum Layout {
     /// Its own storage, row-major from offset 0.
     Contiguous,
     /// Elements of the storage of another value.
@@ -39,7 +39,7 @@ pub(crate) enum Layout {
 /// A strided view of a storage: element `i` of the view is element
 /// `offset + Σ i[k] * strides[k]` of `base`'s row-major elements.
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) struct View {
+pub struct View {
     /// The IR value whose row-major elements are the storage.
     pub base: ValueId,
     /// How many elements the storage has.
@@ -53,7 +53,7 @@ pub(crate) struct View {
 }
 
 /// Row-major strides of `sizes`.
-pub(crate) fn contiguous_strides(sizes: &[i64]) -> Vec<i64> {
+pub fn contiguous_strides(sizes: &[i64]) -> Vec<i64> {
     let mut strides = vec![1i64; sizes.len()];
     for dim in (0..sizes.len().saturating_sub(1)).rev() {
         strides[dim] = strides[dim + 1].saturating_mul(sizes[dim + 1].max(1));
@@ -63,7 +63,7 @@ pub(crate) fn contiguous_strides(sizes: &[i64]) -> Vec<i64> {
 
 impl View {
     /// Whether the view is PyTorch-contiguous: row-major strides, dims of size 1 ignored.
-    pub(crate) fn is_contiguous(&self) -> bool {
+    pub fn is_contiguous(&self) -> bool {
         let mut expected = 1i64;
         for (&size, &stride) in self.sizes.iter().zip(&self.strides).rev() {
             if size == 1 {
@@ -250,7 +250,7 @@ fn is_contiguous(layout: &Layout) -> bool {
 }
 
 /// `value`'s layout as a [`View`], when its sizes are static.
-pub(crate) fn view_of(cx: &Cx<'_>, value: ValueId, layout: &Layout) -> std::result::Result<View, Arc<str>> {
+pub fn view_of(cx: &Cx<'_>, value: ValueId, layout: &Layout) -> std::result::Result<View, Arc<str>> {
     match layout {
         Layout::View(view) => Ok(view.clone()),
         Layout::Unknown(reason) => Err(reason.clone()),
@@ -279,12 +279,12 @@ fn static_sizes(cx: &Cx<'_>, value: ValueId) -> Option<Vec<i64>> {
 }
 
 /// The layout of `self` for the op being imported, as the walk recorded it.
-pub(crate) fn input_layout(cx: &Cx<'_>, param: &str) -> Layout {
+pub fn input_layout(cx: &Cx<'_>, param: &str) -> Layout {
     cx.input_layouts.iter().find(|(name, _)| *name == param).map_or(Layout::Contiguous, |(_, layout)| layout.clone())
 }
 
 /// The layout of the result of `target` (already imported to `result`), from its inputs'.
-pub(crate) fn propagate(cx: &mut Cx<'_>, target: &str, args: &Args, result: &Imported) -> Layout {
+pub fn propagate(cx: &mut Cx<'_>, target: &str, args: &Args, result: &Imported) -> Layout {
     match derive(cx, target, args, result) {
         Ok(layout) => layout,
         Err(reason) => Layout::Unknown(reason),
@@ -490,7 +490,7 @@ fn reshape(cx: &mut Cx<'_>, args: &Args, result: &Imported, v: View) -> Derived 
 
 /// PyTorch's `computeStride` (aten/src/ATen/TensorUtils.cpp): the strides of a view of
 /// `old_sizes`/`old_strides` as `new_sizes`, or `None` when no strides give the same elements.
-pub(crate) fn compute_stride(old_sizes: &[i64], old_strides: &[i64], new_sizes: &[i64]) -> Option<Vec<i64>> {
+pub fn compute_stride(old_sizes: &[i64], old_strides: &[i64], new_sizes: &[i64]) -> Option<Vec<i64>> {
     let numel: i64 = old_sizes.iter().try_fold(1i64, |acc, &size| acc.checked_mul(size))?;
     if numel == 0 && old_sizes == new_sizes {
         return Some(old_strides.to_vec());
@@ -726,7 +726,7 @@ fn dense_copy(cx: &mut Cx<'_>, value: ValueId, order: &[usize]) -> Derived {
 
 /// An `i64` tensor of `sizes` holding `offset + Σ i[k] * strides[k]` at each index `i`: the
 /// storage position of every element of a view, computed on the device.
-pub(crate) fn positions(cx: &mut Cx<'_>, view: &View) -> Result<ValueId> {
+pub fn positions(cx: &mut Cx<'_>, view: &View) -> Result<ValueId> {
     let shape: ttpu_ir::Shape = ttpu_ir::Shape::from_static(&view.sizes);
     let ty = TensorType::new(DType::I64, shape.clone());
     let mut total = cx.splat(DType::I64, ttpu_ir::Scalar::Int(view.offset), &shape)?;

@@ -1,5 +1,5 @@
 //! The decomposition table: one entry per ATen overload, the single list of what the importer
-//! supports ([`super::supported_ops`] and `docs/ops.md` are generated from it).
+//! supports ([`crate::supported_ops`] and `docs/ops.md` are generated from it).
 //!
 //! Each entry names the overload, its parameters in ATen schema order (`*` starts keyword-only
 //! ones; device/layout/memory-format parameters are listed so they are accepted, and ignored) and
@@ -16,7 +16,7 @@ mod index;
 mod layout;
 mod linalg;
 mod nn;
-pub(crate) mod notes;
+pub mod notes;
 mod pool;
 mod prims;
 mod quant;
@@ -28,15 +28,15 @@ use std::sync::OnceLock;
 
 use ttpu_ir::{BinaryOp, CompareDirection, ReduceKind, ScatterKind, UnaryOp};
 
-use super::args::Args;
-use super::ctx::{Cx, Imported};
+use crate::args::Args;
+use crate::ctx::{Cx, Imported};
 use crate::error::Result;
 
 /// Builds the IR for one call.
-pub(crate) type Decompose = fn(&mut Cx<'_>, &Args) -> Result<Imported>;
+pub type Decompose = fn(&mut Cx<'_>, &Args) -> Result<Imported>;
 
 /// One supported overload.
-pub(crate) struct OpDef {
+pub struct OpDef {
     /// `aten.add.Tensor`.
     pub name: &'static str,
     /// Parameter names in schema order; `*` separates keyword-only ones.
@@ -59,7 +59,7 @@ macro_rules! factory {
 use elementwise as ew;
 
 /// Every supported overload.
-pub(crate) static TABLE: &[OpDef] = &[
+pub static TABLE: &[OpDef] = &[
     // ---- arithmetic ----
     def("aten.add.Tensor", "self, other, *, alpha", |cx, a| ew::add_sub(cx, a, BinaryOp::Add)),
     def("aten.add.Scalar", "self, other, alpha", |cx, a| ew::add_sub(cx, a, BinaryOp::Add)),
@@ -615,7 +615,7 @@ pub(crate) static TABLE: &[OpDef] = &[
 ];
 
 /// The entry for `name`.
-pub(crate) fn lookup(name: &str) -> Option<&'static OpDef> {
+pub fn lookup(name: &str) -> Option<&'static OpDef> {
     static INDEX: OnceLock<HashMap<&'static str, &'static OpDef>> = OnceLock::new();
     INDEX.get_or_init(|| TABLE.iter().map(|def| (def.name, def)).collect()).get(name).copied()
 }

@@ -6,9 +6,9 @@ use ttpu_ir::{BinaryOp, CompareDirection, DType, ReduceKind, Scalar, ScatterKind
 
 use super::elementwise::tensor;
 use super::index::scatter_points;
+use crate::args::Args;
+use crate::ctx::{Cx, DataDim, Imported};
 use crate::error::Result;
-use crate::import::args::Args;
-use crate::import::ctx::{Cx, DataDim, Imported};
 
 /// `histc(self, bins, min, max)`: counts of the elements in `bins` equal-width bins over
 /// `[min, max]` (the data's own extremes when `min == max`, widened by one each way if those are

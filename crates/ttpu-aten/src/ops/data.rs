@@ -15,10 +15,10 @@ use super::index::{
     as_bool_mask, gather_points, iota, running_count, scatter_points, selected_positions, sort_last, stack_last,
     true_count,
 };
-use crate::ast::SymExpr;
+use crate::args::Args;
+use crate::ctx::{Cx, DataDim, Imported};
 use crate::error::Result;
-use crate::import::args::Args;
-use crate::import::ctx::{Cx, DataDim, Imported};
+use crate::sym::SymExpr;
 
 /// `x != 0` (a bool tensor as it is).
 fn nonzero_mask(cx: &mut Cx<'_>, x: ValueId) -> Result<ValueId> {
@@ -439,9 +439,7 @@ pub(super) fn local_scalar_dense(cx: &mut Cx<'_>, args: &Args) -> Result<Importe
         }
         _ if dtype.is_integer() => Err(cx.bad(format!(
             ".item() of a {dtype} tensor needs a symbol of its own as its annotation (`Sym(u0)`), found {}",
-            cx.annotated_sym
-                .as_ref()
-                .map_or("none".to_string(), |expr| format!("`Sym({})`", crate::import::sym::Show(expr)))
+            cx.annotated_sym.as_ref().map_or("none".to_string(), |expr| format!("`Sym({})`", crate::sym::Show(expr)))
         ))),
         _ => Err(cx.bad(format!(
             ".item() of a {dtype} tensor gives a Python {} the data decides; only integer values are read back \

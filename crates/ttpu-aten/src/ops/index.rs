@@ -18,9 +18,9 @@ use ttpu_ir::{
 };
 
 use super::elementwise::{tensor, to_bool};
+use crate::args::{Args, Val};
+use crate::ctx::{Cx, DataDim, Imported};
 use crate::error::Result;
-use crate::import::args::{Args, Val};
-use crate::import::ctx::{Cx, DataDim, Imported};
 
 /// `iota` of `shape` counting along `dim`, in `i64`.
 pub(super) fn iota(cx: &mut Cx<'_>, shape: &Shape, dim: usize) -> Result<ValueId> {
@@ -834,7 +834,7 @@ pub(super) fn grid_sampler_2d(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> 
     }
     let (n, c, h, w) = (sizes[0], sizes[1], sizes[2], sizes[3]);
     let (out_h, out_w) = (grid_sizes[1], grid_sizes[2]);
-    let compute = crate::import::ctx::opmath(dtype);
+    let compute = crate::ctx::opmath(dtype);
     let plane = Shape::from_static(&[n, out_h, out_w]);
     let grid = cx.convert(grid, compute)?;
     let mut coords = vec![];

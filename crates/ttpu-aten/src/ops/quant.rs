@@ -17,10 +17,10 @@
 use ttpu_ir::{BinaryOp, CompareDirection, DType, DotDims, ReduceKind, Scalar, Shape, UnaryOp, ValueId};
 
 use super::elementwise::tensor;
+use crate::args::{Args, Val};
+use crate::ctx::{Cx, Imported, opmath};
 use crate::error::Result;
-use crate::import::args::{Args, Val};
-use crate::import::ctx::{Cx, Imported, opmath};
-use crate::import::promote::promote_types;
+use crate::promote::promote_types;
 
 /// The values a quantized integer dtype holds (`_DTYPE_TO_QVALUE_BOUNDS`). `uint16`, which PyTorch
 /// also allows, has no IR dtype; the parser refuses it.

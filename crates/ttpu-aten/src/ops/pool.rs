@@ -12,10 +12,10 @@
 use smallvec::SmallVec;
 use ttpu_ir::{BinaryOp, CompareDirection, DType, Dim, Literal, ReduceKind, Scalar, Shape, ValueId, Window};
 
+use crate::args::Args;
+use crate::ctx::{Cx, Imported, opmath};
 use crate::error::Result;
-use crate::import::args::Args;
-use crate::import::ctx::{Cx, Imported, opmath};
-use crate::import::sym::floor_div;
+use crate::sym::floor_div;
 
 /// The geometry of one pooling call.
 struct Pool {
@@ -421,12 +421,12 @@ fn upsample_output(cx: &Cx<'_>, args: &Args, sizes: &[i64]) -> Result<(Vec<i64>,
         return Ok((output, Some(scales).filter(|scales| scales.iter().any(|&scale| scale > 0.0))));
     }
     let scales: Option<Vec<f64>> = match args.get("scale_factors") {
-        crate::import::args::Val::List(items) => Some(
+        crate::args::Val::List(items) => Some(
             items
                 .iter()
                 .map(|item| match item {
-                    crate::import::args::Val::Float(value) => Ok(*value),
-                    crate::import::args::Val::Int(value) => Ok(*value as f64),
+                    crate::args::Val::Float(value) => Ok(*value),
+                    crate::args::Val::Int(value) => Ok(*value as f64),
                     _ => Err(cx.bad("scale_factors must be numbers")),
                 })
                 .collect::<Result<_>>()?,

@@ -13,9 +13,9 @@ use smallvec::SmallVec;
 use super::elementwise::tensor;
 use super::index::{iota, scatter_points, stack_last};
 use super::nn::{ConvGeometry, conv_core};
+use crate::args::{Args, Val};
+use crate::ctx::{Cx, Imported, opmath};
 use crate::error::Result;
-use crate::import::args::{Args, Val};
-use crate::import::ctx::{Cx, Imported, opmath};
 
 /// `embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq)`:
 /// each gradient row added into the weight row it was read from; rows read at `padding_idx` give

@@ -9,11 +9,11 @@ use smallvec::SmallVec;
 use ttpu_ir::{Dim, GatherDims, Literal, Scalar, Shape, ValueId};
 
 use super::elementwise::tensor;
-use crate::ast::SymExpr;
+use crate::args::{Args, Val};
+use crate::ctx::{Cx, Imported};
 use crate::error::Result;
-use crate::import::args::{Args, Val};
-use crate::import::ctx::{Cx, Imported};
-use crate::import::{storage, sym};
+use crate::sym::SymExpr;
+use crate::{storage, sym};
 
 /// `clone`, `alias`, `detach`, `lift_fresh_copy`: values are immutable in the IR.
 pub(super) fn identity(_cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
@@ -342,7 +342,7 @@ pub(super) fn cat(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     if tensors.is_empty() {
         return Err(cx.bad("cat needs at least one tensor"));
     }
-    let operands: Vec<_> = tensors.iter().map(|&value| crate::import::ctx::Operand::Tensor(value)).collect();
+    let operands: Vec<_> = tensors.iter().map(|&value| crate::ctx::Operand::Tensor(value)).collect();
     let dtype = cx.result_type(&operands);
     let legacy_empty = |cx: &Cx<'_>, value: ValueId| cx.shape(value) == Shape::from_static(&[0]);
     let kept: Vec<ValueId> = tensors.iter().copied().filter(|&value| !legacy_empty(cx, value)).collect();
