@@ -114,6 +114,14 @@ pub struct Cx<'a> {
     pub input_symbols: std::collections::HashSet<String>,
     /// The sizes the data decides that this import computes, for a size program.
     pub pending: Vec<(crate::DataSize, ValueId)>,
+    /// For a frontend that draws random numbers with fresh keys on every run (the device): each
+    /// draw reads its generator state (`u64[2]`) from a new graph input, listed here in draw
+    /// order, instead of a constant derived from [`Cx::seed`].
+    pub rng_inputs: Option<Vec<ValueId>>,
+    /// For a frontend without annotations (the device): sizes the data decides are named
+    /// `u0`, `u1`, ... in the order the decomposition asks for them, counting from this, rather
+    /// than read from the node's annotation.
+    pub data_symbols: Option<u32>,
 }
 
 /// A size the data decides, as a decomposition sees it.
@@ -157,6 +165,16 @@ impl Cx<'_> {
         what: &str,
         count: impl FnOnce(&mut Cx<'_>) -> Result<ValueId>,
     ) -> Result<DataDim> {
+        if let Some(counter) = self.data_symbols.as_mut() {
+            let name = format!("u{counter}");
+            *counter += 1;
+            if let Some(&known) = self.symbol_values.get(&name) {
+                return Ok(DataDim::Known(known));
+            }
+            let value = count(self)?;
+            self.record_pending(&name, what, value)?;
+            return Ok(DataDim::Pending);
+        }
         let found = candidates.iter().find_map(|&(element, dim)| {
             let ty = match element {
                 None => self.annotated.as_ref(),

@@ -20,6 +20,7 @@
 pub mod args;
 pub mod coverage;
 pub mod ctx;
+pub mod eager;
 mod error;
 pub mod ops;
 pub mod storage;

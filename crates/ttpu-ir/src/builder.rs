@@ -92,6 +92,48 @@ impl GraphBuilder {
         Ok(self.graph.node(node).results.clone())
     }
 
+    /// Appends the nodes of `graph` with its inputs bound to `args` (one per input, of the input's
+    /// type) and returns the values of its outputs: a call of `graph`, inlined. Each node is built
+    /// again, so inference checks it here too; locations are kept.
+    pub fn inline(&mut self, graph: &Graph, args: &[ValueId]) -> Result<SmallVec<[ValueId; 4]>, InferError> {
+        let mismatch = |message: String| InferError { op: "inline", message };
+        if args.len() != graph.inputs.len() {
+            return Err(mismatch(format!("{} arguments for {} inputs", args.len(), graph.inputs.len())));
+        }
+        let mut values: Vec<Option<ValueId>> = vec![None; graph.value_count()];
+        for (&input, &arg) in graph.inputs.iter().zip(args) {
+            if arg.index_usize() >= self.graph.value_count() || self.graph.ty(arg) != graph.ty(input) {
+                return Err(mismatch(format!(
+                    "argument {arg} does not have the type {} of its input",
+                    graph.ty(input)
+                )));
+            }
+            values[input.index_usize()] = Some(arg);
+        }
+        let lookup = |values: &[Option<ValueId>], value: ValueId| {
+            values[value.index_usize()].ok_or_else(|| mismatch(format!("{value} is used before it is defined")))
+        };
+        let saved = std::mem::take(&mut self.loc);
+        for (_, node) in graph.nodes() {
+            let operands =
+                node.operands.iter().map(|&value| lookup(&values, value)).collect::<Result<SmallVec<[_; 4]>, _>>();
+            self.loc = node.loc.clone();
+            let results = operands.and_then(|operands| self.op_results(node.op.clone(), &operands));
+            let results = match results {
+                Ok(results) => results,
+                Err(error) => {
+                    self.loc = saved;
+                    return Err(error);
+                }
+            };
+            for (&old, new) in node.results.iter().zip(results) {
+                values[old.index_usize()] = Some(new);
+            }
+        }
+        self.loc = saved;
+        graph.outputs.iter().map(|&value| lookup(&values, value)).collect()
+    }
+
     /// `while(state)`: runs `body` on the state while `cond` of it holds; the final state.
     pub fn while_loop(
         &mut self,

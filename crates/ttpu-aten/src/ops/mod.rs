@@ -614,6 +614,11 @@ pub static TABLE: &[OpDef] = &[
     def("aten.exponential.default", "self, lambd, *, generator", random::exponential),
 ];
 
+/// The generator key of the `draw`-th random draw from `seed` (see `random.rs`).
+pub fn random_key(seed: u64, draw: u64) -> u64 {
+    random::splitmix64(seed, draw)
+}
+
 /// The entry for `name`.
 pub fn lookup(name: &str) -> Option<&'static OpDef> {
     static INDEX: OnceLock<HashMap<&'static str, &'static OpDef>> = OnceLock::new();

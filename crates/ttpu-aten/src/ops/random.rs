@@ -29,7 +29,7 @@ use crate::promote::DEFAULT_FLOAT;
 
 /// The `index`-th output of SplitMix64 seeded with `seed` (Steele, Lea and Flood, 2014): a
 /// well-mixed 64-bit key per draw from one seed.
-fn splitmix64(seed: u64, index: u64) -> u64 {
+pub(super) fn splitmix64(seed: u64, index: u64) -> u64 {
     let mut z = seed.wrapping_add(index.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
@@ -41,12 +41,18 @@ fn bits(cx: &mut Cx<'_>, shape: &Shape) -> Result<ValueId> {
     let Some(dims) = shape.as_static() else {
         return Err(cx.site.dynamic(format!("random numbers need a static shape, found {shape}")));
     };
-    let key = splitmix64(cx.seed, cx.rng_draws);
+    let state = if let Some(inputs) = cx.rng_inputs.as_mut() {
+        let state = cx.b.input(TensorType::from_static(DType::U64, &[2]), None);
+        inputs.push(state);
+        state
+    } else {
+        let key = splitmix64(cx.seed, cx.rng_draws);
+        // The literal holds u64 words as the i64 of the same bits.
+        let state = Literal::from_scalars(DType::U64, &[2], &[Scalar::Int(key as i64), Scalar::Int(0)])
+            .expect("two words for two elements");
+        cx.literal(state)
+    };
     cx.rng_draws += 1;
-    // The literal holds u64 words as the i64 of the same bits.
-    let state = Literal::from_scalars(DType::U64, &[2], &[Scalar::Int(key as i64), Scalar::Int(0)])
-        .expect("two words for two elements");
-    let state = cx.literal(state);
     let built = cx.b.rng_bit_generator(RngAlgorithm::ThreeFry, state, TensorType::from_static(DType::U64, &dims));
     cx.ok(built)
 }

@@ -39,6 +39,8 @@ pub(crate) fn import(program: &Program, options: &ImportOptions) -> Result<Modul
             annotated_sym: None,
             input_symbols: HashSet::new(),
             pending: Vec::new(),
+            rng_inputs: None,
+            data_symbols: None,
         },
         program,
         env: HashMap::new(),
