@@ -19,13 +19,14 @@ use std::any::Any;
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
 use smallvec::SmallVec;
 use ttpu_ir::Graph;
 use ttpu_runtime::{Buffer, CompileSpec, Counters, Executable, FxHasher, ProgramKey, Runtime, RuntimeOptions};
 
-use crate::tape::{Slot, Tape, TapeOp, TypeMemo};
+use crate::tape::{CallGraph, Slot, Tape, TapeOp, TypeMemo};
 use crate::tensor::{RecordedAt, TensorNode};
 use crate::{Error, Result, Tensor};
 
@@ -59,6 +60,8 @@ pub(crate) struct DeviceInner {
     /// The runtime device index tensors of this device live on.
     pub(crate) index: usize,
     state: Mutex<State>,
+    /// Input buffers runs have written their outputs into (see [`donations`]).
+    donated: AtomicU64,
 }
 
 /// The pending tape and what its inputs and results belong to.
@@ -170,6 +173,7 @@ impl Device {
                 runtime: runtime.clone(),
                 index,
                 state: Mutex::new(State::new(Mode::default(), DEFAULT_PENDING_LIMIT, 0)),
+                donated: AtomicU64::new(0),
             }),
         })
     }
@@ -238,6 +242,12 @@ impl Device {
         Ok(self.state()?.tape.steps.len())
     }
 
+    /// How many input buffers programs on this device have written their outputs into because
+    /// no tensor held them any more (an update in place keeps one copy in memory).
+    pub fn donated_buffers(&self) -> u64 {
+        self.inner.donated.load(Ordering::Relaxed)
+    }
+
     /// The runtime's totals of compiles, cache hits, executions and transfers so far.
     pub fn counters(&self) -> Counters {
         self.inner.runtime.counters()
@@ -273,22 +283,34 @@ impl Device {
     /// Records one tensor-level op on `operands` as a tape step. Outside `DeferAndFuse`, or past
     /// the op limit, the pending work runs at once.
     pub(crate) fn record(&self, operands: &[&Tensor], op: TapeOp) -> Result<Tensor> {
+        let mut results = self.record_step(operands, op)?;
+        results.pop().ok_or_else(|| Error::internal("an op recorded no result"))
+    }
+
+    /// Records `graph` called on `operands` as one step: a pending tensor per output of the
+    /// graph. The operands must have the types of the graph's inputs.
+    pub fn call(&self, graph: &CallGraph, operands: &[&Tensor]) -> Result<Vec<Tensor>> {
+        Ok(self.record_step(operands, TapeOp::Call(graph.clone()))?.into_vec())
+    }
+
+    fn record_step(&self, operands: &[&Tensor], op: TapeOp) -> Result<SmallVec<[Tensor; 1]>> {
         if operands.iter().any(|operand| !operand.node.device.same(self)) {
             return Err(Error::DeviceMismatch);
         }
         let mut state = self.state()?;
         let state = &mut *state;
-        // The type first: an op that fails its checks leaves nothing on the tape.
+        // The types first: an op that fails its checks leaves nothing on the tape.
         let operand_types: SmallVec<[&Arc<ttpu_ir::TensorType>; 3]> =
             operands.iter().map(|operand| &operand.node.ty).collect();
-        let ty = state.types.result_type(&op, &operand_types)?;
+        let types = match &op {
+            TapeOp::Call(call) => state.types.call_types(call, &operand_types)?,
+            op => smallvec::smallvec![state.types.result_type(op, &operand_types)?],
+        };
         let mut slots = SmallVec::<[Slot; 3]>::new();
         for operand in operands {
             slots.push(state.slot_of(operand)?);
         }
-        let slot = state.tape.push(op, slots);
-        let recorded_at = Some(RecordedAt { epoch: state.epoch, slot });
-        let node = Arc::new(TensorNode { device: self.clone(), ty, recorded_at, buffer: OnceLock::new() });
+        let step = state.tape.push(op, slots);
         // A chain `x = x.op()` drops each result one op after the next one is recorded. Forgetting
         // such dead entries now frees their nodes while the allocator's caches are warm, instead
         // of a thousand at once when the tape runs; the order of the rest is kept.
@@ -298,11 +320,18 @@ impl Device {
             let index = state.recorded.len() - 2;
             state.recorded.remove(index);
         }
-        state.recorded.push(Arc::downgrade(&node));
+        let mut results = SmallVec::new();
+        for (index, ty) in types.into_iter().enumerate() {
+            let slot = Slot::Step(step, u32::try_from(index).unwrap_or(u32::MAX));
+            let recorded_at = Some(RecordedAt { epoch: state.epoch, slot });
+            let node = Arc::new(TensorNode { device: self.clone(), ty, recorded_at, buffer: OnceLock::new() });
+            state.recorded.push(Arc::downgrade(&node));
+            results.push(Tensor { node });
+        }
         if state.mode != Mode::DeferAndFuse || state.tape.steps.len() > state.pending_limit {
             self.materialize(state)?;
         }
-        Ok(Tensor { node })
+        Ok(results)
     }
 
     /// The buffer of `tensor`, running pending work first if it has none yet.
@@ -336,7 +365,9 @@ impl Device {
             } else {
                 state.tape.extract(&needed, &outputs)?
             };
-            let results = self.run(&program, &used_inputs, &state.inputs);
+            let aliases = donations(&program, &used_inputs, &state.inputs, &live);
+            self.inner.donated.fetch_add(aliases.len() as u64, Ordering::Relaxed);
+            let results = self.run(&program, &used_inputs, &state.inputs, aliases);
             let results = match results {
                 Ok(results) => results,
                 Err(error) => {
@@ -365,13 +396,18 @@ impl Device {
     }
 
     /// Compiles `program` if needed and executes it on the pending inputs `used_inputs`.
-    fn run(&self, program: &Tape, used_inputs: &[usize], inputs: &[Arc<Buffer>]) -> Result<Vec<Buffer>> {
+    fn run(
+        &self,
+        program: &Tape,
+        used_inputs: &[usize],
+        inputs: &[Arc<Buffer>],
+        aliases: Vec<(usize, usize)>,
+    ) -> Result<Vec<Buffer>> {
         // A recorded tape is built into IR and fused with the exact rules (bit-exact) only on a
         // memory miss.
-        let executable = self
-            .inner
-            .runtime
-            .executable(program, &CompileSpec::on(self.inner.index), || Ok::<_, Error>(fused(&program.to_graph()?)))?;
+        let spec = CompileSpec { aliases, ..CompileSpec::on(self.inner.index) };
+        let executable =
+            self.inner.runtime.executable(program, &spec, || Ok::<_, Error>(fused(&program.to_graph()?)))?;
         let args: Vec<&Buffer> = used_inputs.iter().map(|&index| &*inputs[index]).collect();
         Ok(executable.run(&args)?)
     }
@@ -402,6 +438,32 @@ impl std::fmt::Debug for Device {
             .field("index", &self.inner.index)
             .finish()
     }
+}
+
+/// The `(input, output)` pairs of `program` whose input buffer no live tensor holds any more
+/// (only the pending tape's input list does), each with the first output of its type: the run
+/// writes that output into the dead buffer (donation), so an update in place (`x = x + 1` with
+/// the old `x` dropped, a parameter's optimizer step) holds one copy in memory, not two.
+fn donations(
+    program: &Tape,
+    used_inputs: &[usize],
+    inputs: &[Arc<Buffer>],
+    live: &[(Arc<TensorNode>, Slot)],
+) -> Vec<(usize, usize)> {
+    let mut taken = vec![false; live.len()];
+    let mut aliases = Vec::new();
+    for (input, &pending_input) in used_inputs.iter().enumerate() {
+        if Arc::strong_count(&inputs[pending_input]) != 1 {
+            continue;
+        }
+        let ty = &program.inputs[input];
+        let output = live.iter().enumerate().position(|(index, (node, _))| !taken[index] && node.ty == *ty);
+        if let Some(output) = output {
+            taken[output] = true;
+            aliases.push((input, output));
+        }
+    }
+    aliases
 }
 
 /// `graph` after `ttpu_fuse`'s exact rewrites (same inputs, outputs and bits). Fusion is an

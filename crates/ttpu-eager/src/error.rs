@@ -202,6 +202,12 @@ pub enum Error {
         /// What is wrong.
         message: String,
     },
+    /// A graph called on operands that do not fit its inputs.
+    #[error("call: {message}")]
+    CallOperands {
+        /// Which operand, and what was expected.
+        message: String,
+    },
     /// Tensors of two devices in one op.
     #[error("tensors live on different devices")]
     DeviceMismatch,

@@ -37,6 +37,7 @@ mod tensor;
 pub use device::{DEFAULT_PENDING_LIMIT, Device, Mode};
 pub use element::Element;
 pub use error::{Error, Result};
+pub use tape::CallGraph;
 pub use tensor::Tensor;
 pub use ttpu_ir::{DType, Shape};
 pub use ttpu_runtime::{Counters, DEFAULT_CACHE_CAPACITY, HostBuffer, Runtime};

@@ -63,6 +63,19 @@ impl MatmulPlan {
 }
 
 impl TapeOp {
+    /// Appends the op's IR to `builder`, reading `operands`, and returns its results: one for
+    /// every op but a call.
+    pub(crate) fn build_results(
+        &self,
+        builder: &mut GraphBuilder,
+        operands: &[ValueId],
+    ) -> Result<SmallVec<[ValueId; 1]>> {
+        match self {
+            TapeOp::Call(call) => Ok(builder.inline(call.graph(), operands)?.into_iter().collect()),
+            op => Ok(smallvec::smallvec![op.build(builder, operands)?]),
+        }
+    }
+
     /// Appends the op's IR to `builder`, reading `operands`, and returns its result.
     pub(crate) fn build(&self, builder: &mut GraphBuilder, operands: &[ValueId]) -> Result<ValueId> {
         let operand = |index: usize| {
@@ -357,6 +370,7 @@ impl TapeOp {
                 };
                 Ok(builder.gather(x, points, dims)?)
             }
+            TapeOp::Call(_) => Err(Error::internal("a call has results, not a result")),
             TapeOp::Embedding => {
                 let (weight, indices) = (operand(0)?, operand(1)?);
                 let width = static_dims(&builder.ty(weight).shape).get(1).copied();

@@ -31,11 +31,12 @@ pub(crate) use self::build::MatmulPlan;
 use crate::{Error, Result};
 use ttpu_runtime::FxHasher;
 
-/// Where a pending value comes from: an input buffer or the result of a step, by index.
+/// Where a pending value comes from: an input buffer by index, or a result of a step (the step's
+/// index, then the result's: every op but [`TapeOp::Call`] has one result).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Slot {
     Input(u32),
-    Step(u32),
+    Step(u32, u32),
 }
 
 /// A scalar attribute, compared and hashed by its bits: `-0.0` and `0.0`, or two NaN payloads,
@@ -138,6 +139,48 @@ pub(crate) enum TapeOp {
     Gather { axis: usize },
     /// Rows of the weight matrix (operand 0) at the indices (operand 1).
     Embedding,
+    /// A graph called on the operands (inlined), one result per output of the graph.
+    Call(CallGraph),
+}
+
+/// A graph that steps call: its inputs are a step's operands, its outputs the step's results.
+/// Compared by identity first, then by structure; its hash is computed once.
+#[derive(Clone, Debug)]
+pub struct CallGraph {
+    graph: Arc<Graph>,
+    hash: u64,
+}
+
+impl CallGraph {
+    /// `graph` as a callable step; every input and output must have static dims.
+    pub fn new(graph: Graph) -> Result<CallGraph> {
+        let types = graph.inputs.iter().chain(&graph.outputs).map(|&value| graph.ty(value));
+        if let Some(ty) = types.clone().find(|ty| ty.shape.as_static().is_none()) {
+            return Err(Error::CallOperands { message: format!("a called graph has the symbolic type {ty}") });
+        }
+        let mut hasher = FxHasher::default();
+        graph.hash(&mut hasher);
+        Ok(CallGraph { hash: hasher.finish(), graph: Arc::new(graph) })
+    }
+
+    /// The graph.
+    pub fn graph(&self) -> &Graph {
+        &self.graph
+    }
+}
+
+impl PartialEq for CallGraph {
+    fn eq(&self, other: &CallGraph) -> bool {
+        Arc::ptr_eq(&self.graph, &other.graph) || (self.hash == other.hash && self.graph == other.graph)
+    }
+}
+
+impl Eq for CallGraph {}
+
+impl Hash for CallGraph {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.hash.hash(state);
+    }
 }
 
 /// A float function of one tensor (see [`TapeOp::FloatUnary`]).
@@ -186,9 +229,10 @@ impl Tape {
         Slot::Input(index_u32(self.inputs.len() - 1))
     }
 
-    pub(crate) fn push(&mut self, op: TapeOp, operands: SmallVec<[Slot; 3]>) -> Slot {
+    /// Appends a step and returns its index.
+    pub(crate) fn push(&mut self, op: TapeOp, operands: SmallVec<[Slot; 3]>) -> u32 {
         self.steps.push(Step { op, operands });
-        Slot::Step(index_u32(self.steps.len() - 1))
+        index_u32(self.steps.len() - 1)
     }
 
     /// The inputs and steps that `outputs` need.
@@ -224,7 +268,10 @@ impl Tape {
         let map = |input_map: &[Option<Slot>], step_map: &[Option<Slot>], slot: Slot| {
             let mapped = match slot {
                 Slot::Input(index) => input_map.get(index as usize).copied().flatten(),
-                Slot::Step(index) => step_map.get(index as usize).copied().flatten(),
+                Slot::Step(index, result) => match step_map.get(index as usize).copied().flatten() {
+                    Some(Slot::Step(step, _)) => Some(Slot::Step(step, result)),
+                    _ => None,
+                },
             };
             mapped.ok_or_else(|| Error::internal(format!("{slot:?} used before it was recorded")))
         };
@@ -233,7 +280,7 @@ impl Tape {
                 continue;
             }
             let operands = step.operands.iter().map(|&slot| map(&input_map, &step_map, slot)).collect::<Result<_>>()?;
-            step_map[index] = Some(program.push(step.op.clone(), operands));
+            step_map[index] = Some(Slot::Step(program.push(step.op.clone(), operands), 0));
         }
         program.outputs = outputs.iter().map(|&slot| map(&input_map, &step_map, slot)).collect::<Result<Vec<_>>>()?;
         Ok((program, used_inputs))
@@ -269,18 +316,18 @@ impl Tape {
     pub(crate) fn to_graph(&self) -> Result<Graph> {
         let mut builder = GraphBuilder::new();
         let inputs: Vec<ValueId> = self.inputs.iter().map(|ty| builder.input(TensorType::clone(ty), None)).collect();
-        let mut results: Vec<ValueId> = Vec::with_capacity(self.steps.len());
-        let value = |results: &[ValueId], slot: Slot| {
+        let mut results: Vec<SmallVec<[ValueId; 1]>> = Vec::with_capacity(self.steps.len());
+        let value = |results: &[SmallVec<[ValueId; 1]>], slot: Slot| {
             let value = match slot {
                 Slot::Input(index) => inputs.get(index as usize),
-                Slot::Step(index) => results.get(index as usize),
+                Slot::Step(index, result) => results.get(index as usize).and_then(|values| values.get(result as usize)),
             };
             value.copied().ok_or_else(|| Error::internal(format!("{slot:?} used before it was recorded")))
         };
         for step in &self.steps {
             let operands =
                 step.operands.iter().map(|&slot| value(&results, slot)).collect::<Result<SmallVec<[_; 3]>>>()?;
-            results.push(step.op.build(&mut builder, &operands)?);
+            results.push(step.op.build_results(&mut builder, &operands)?);
         }
         let outputs = self.outputs.iter().map(|&slot| value(&results, slot)).collect::<Result<Vec<_>>>()?;
         Ok(builder.finish(&outputs))
@@ -297,7 +344,7 @@ impl Needed {
     fn mark(&mut self, slot: Slot) {
         match slot {
             Slot::Input(index) => self.inputs[index as usize] = true,
-            Slot::Step(index) => self.steps[index as usize] = true,
+            Slot::Step(index, _) => self.steps[index as usize] = true,
         }
     }
 
@@ -354,6 +401,29 @@ impl TypeMemo {
 
     /// The result type of `op` on operands of `operand_types`; builds the op in a scratch graph
     /// (checking it) the first time the signature is seen.
+    /// The result types of a [`TapeOp::Call`] on operands of `operand_types`, checked against the
+    /// graph's inputs.
+    pub(crate) fn call_types(
+        &mut self,
+        call: &CallGraph,
+        operand_types: &[&Arc<TensorType>],
+    ) -> Result<SmallVec<[Arc<TensorType>; 1]>> {
+        let graph = call.graph();
+        if operand_types.len() != graph.inputs.len() {
+            return Err(Error::CallOperands {
+                message: format!("a graph of {} inputs called on {} operands", graph.inputs.len(), operand_types.len()),
+            });
+        }
+        for (index, (&input, ty)) in graph.inputs.iter().zip(operand_types).enumerate() {
+            if graph.ty(input) != &***ty {
+                return Err(Error::CallOperands {
+                    message: format!("operand {index} is {ty}, not {}", graph.ty(input)),
+                });
+            }
+        }
+        Ok(graph.outputs.iter().map(|&output| self.intern(graph.ty(output).clone())).collect())
+    }
+
     pub(crate) fn result_type(&mut self, op: &TapeOp, operand_types: &[&Arc<TensorType>]) -> Result<Arc<TensorType>> {
         let mut hasher = FxHasher::default();
         op.hash(&mut hasher);
@@ -407,10 +477,10 @@ mod tests {
         let mut tape = Tape::default();
         let (x_slot, y_slot) = (tape.add_input(Arc::clone(&x)), tape.add_input(Arc::clone(&y)));
         let sum_ty = memo.result_type(&add(None), &[&x, &y]).unwrap();
-        let sum = tape.push(add(None), smallvec::smallvec![x_slot, y_slot]);
+        let sum = Slot::Step(tape.push(add(None), smallvec::smallvec![x_slot, y_slot]), 0);
         let tanh = TapeOp::FloatUnary(FloatFn::Unary(UnaryOp::Tanh));
         memo.result_type(&tanh, &[&sum_ty]).unwrap();
-        let out = tape.push(tanh, smallvec::smallvec![sum]);
+        let out = Slot::Step(tape.push(tanh, smallvec::smallvec![sum]), 0);
         tape.outputs.push(out);
         tape
     }
@@ -476,7 +546,7 @@ mod tests {
         let mut wider = base.clone();
         wider.inputs[0] = f32s(&mut memo, &[4, 3]);
         let mut more_outputs = base.clone();
-        more_outputs.outputs.push(Slot::Step(0));
+        more_outputs.outputs.push(Slot::Step(0, 0));
         for other in [swapped, other_op, wider, more_outputs] {
             assert!(!base.same_program(&other) && !other.same_program(&base), "{other:?}");
             assert_ne!(base.structure_hash(), other.structure_hash(), "{other:?}");
@@ -490,8 +560,8 @@ mod tests {
         let mut tape = Tape::default();
         let unused = tape.add_input(Arc::clone(&x));
         let input = tape.add_input(Arc::clone(&x));
-        let dead = tape.push(add(Some(1.0)), smallvec::smallvec![unused]);
-        let live = tape.push(add(Some(2.0)), smallvec::smallvec![input]);
+        let dead = Slot::Step(tape.push(add(Some(1.0)), smallvec::smallvec![unused]), 0);
+        let live = Slot::Step(tape.push(add(Some(2.0)), smallvec::smallvec![input]), 0);
         let needed = tape.needed(&[live]);
         assert!(!needed.is_everything());
         let (program, used_inputs) = tape.extract(&needed, &[live]).unwrap();
@@ -500,7 +570,7 @@ mod tests {
         assert_eq!(program.steps.len(), 1);
         assert_eq!(program.steps[0].operands.as_slice(), &[Slot::Input(0)]);
         assert_eq!(program.steps[0].op, add(Some(2.0)));
-        assert_eq!(program.outputs, vec![Slot::Step(0)]);
+        assert_eq!(program.outputs, vec![Slot::Step(0, 0)]);
         assert!(tape.needed(&[dead, live]).is_everything());
     }
 }

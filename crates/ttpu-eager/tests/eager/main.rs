@@ -4,6 +4,7 @@
 //! on one device.
 
 mod cache;
+mod calls;
 mod common;
 mod fixtures;
 mod math;
