@@ -618,3 +618,135 @@ fn lift(built: &Single, lifted: &[(NodeId, usize, DType)]) -> Result<Template> {
         scalars,
     })
 }
+
+/// In-place overloads whose functional form is not the name without the underscore (as
+/// PyTorch's functionalization pairs them).
+const IRREGULAR_FUNCTIONAL: &[(&str, &str)] = &[
+    ("aten.normal_.default", "aten.normal_functional.default"),
+    ("aten.bernoulli_.float", "aten.bernoulli.p"),
+    ("aten.native_batch_norm.default", "aten._native_batch_norm_legit_functional.default"),
+    ("aten._native_batch_norm_legit.default", "aten._native_batch_norm_legit_functional.default"),
+];
+
+/// The functional overload computing what the mutating overload `name` writes: `aten.add_.Tensor`
+/// gives `aten.add.Tensor`, `aten._foreach_mul_.List` gives `aten._foreach_mul.List`. Its results
+/// are the mutating overload's own results that alias no argument, then the new value of each
+/// argument it writes, in argument order (PyTorch's functionalization convention).
+pub fn functional_of(name: &str) -> Option<&'static OpDef> {
+    if let Some((_, functional)) = IRREGULAR_FUNCTIONAL.iter().find(|(mutating, _)| *mutating == name) {
+        return lookup(functional);
+    }
+    let (namespace, rest) = name.split_once('.')?;
+    let (op, overload) = rest.rsplit_once('.')?;
+    lookup(&format!("{namespace}.{}.{overload}", op.strip_suffix('_')?))
+}
+
+/// How a view's new value is written back into the tensor it was taken from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Inverse {
+    /// The view is its source (`alias`, `detach`): the new value is the source's.
+    Identity,
+    /// This call (operand 0: the source's current value, operand 1: the view's new value) gives
+    /// the source's new value.
+    Call {
+        /// The overload.
+        def: &'static OpDef,
+        /// Its arguments.
+        args: Vec<Arg>,
+    },
+}
+
+/// How to write the `result`-th result of the view call `def(source, *args)` back into `source`
+/// (of dims `source_dims`), or `None` when the table has no inverse for it (a view whose
+/// elements overlap, like `expand` or `unfold`, has none: PyTorch refuses writes into those).
+pub fn view_inverse(def: &OpDef, args: &[Arg], result: usize, source_dims: &[i64]) -> Option<Inverse> {
+    let rank = source_dims.len();
+    let int = |index: usize| match args.get(index) {
+        Some(Arg::Int(value)) => Some(*value),
+        _ => None,
+    };
+    let dim = |value: i64| -> Option<usize> {
+        let wrap = rank.max(1) as i64;
+        let index = if value < 0 { value + wrap } else { value };
+        usize::try_from(index).ok().filter(|&index| index < rank.max(1))
+    };
+    let call = |name: &str, args: Vec<Arg>| Some(Inverse::Call { def: lookup(name)?, args });
+    let sizes = || Arg::List(source_dims.iter().map(|&size| Arg::Int(size)).collect());
+    let slice = |dim: usize, start: i64, end: i64| {
+        call(
+            "aten.slice_scatter.default",
+            vec![Arg::Tensor(0), Arg::Tensor(1), Arg::Int(dim as i64), Arg::Int(start), Arg::Int(end), Arg::Int(1)],
+        )
+    };
+    match def.name {
+        "aten.alias.default" | "aten.detach.default" | "aten.lift_fresh.default" => Some(Inverse::Identity),
+        "aten.view.default"
+        | "aten._unsafe_view.default"
+        | "aten._reshape_alias.default"
+        | "aten.reshape.default"
+        | "aten.unsqueeze.default"
+        | "aten.squeeze.default"
+        | "aten.squeeze.dim"
+        | "aten.squeeze.dims"
+        | "aten.flatten.using_ints"
+        | "aten.unflatten.int" => call("aten.view.default", vec![Arg::Tensor(1), sizes()]),
+        "aten.t.default" => call("aten.t.default", vec![Arg::Tensor(1)]),
+        "aten.transpose.int" => {
+            call("aten.transpose.int", vec![Arg::Tensor(1), args.get(1)?.clone(), args.get(2)?.clone()])
+        }
+        "aten.permute.default" => {
+            let Some(Arg::List(dims)) = args.get(1) else { return None };
+            let mut inverse = vec![0i64; dims.len()];
+            for (position, item) in dims.iter().enumerate() {
+                let Arg::Int(value) = item else { return None };
+                *inverse.get_mut(dim(*value)?)? = position as i64;
+            }
+            call("aten.permute.default", vec![Arg::Tensor(1), Arg::List(inverse.into_iter().map(Arg::Int).collect())])
+        }
+        "aten.select.int" => call(
+            "aten.select_scatter.default",
+            vec![Arg::Tensor(0), Arg::Tensor(1), args.get(1)?.clone(), args.get(2)?.clone()],
+        ),
+        "aten.slice.Tensor" => {
+            let mut scatter = vec![Arg::Tensor(0), Arg::Tensor(1)];
+            scatter.extend(args.iter().skip(1).cloned());
+            call("aten.slice_scatter.default", scatter)
+        }
+        "aten.unbind.int" => {
+            let axis = dim(int(1).unwrap_or(0))?;
+            call(
+                "aten.select_scatter.default",
+                vec![Arg::Tensor(0), Arg::Tensor(1), Arg::Int(axis as i64), Arg::Int(result as i64)],
+            )
+        }
+        "aten.split.Tensor" => {
+            let (size, axis) = (int(1)?, dim(int(2).unwrap_or(0))?);
+            let start = size.checked_mul(result as i64)?;
+            slice(axis, start, start.checked_add(size)?.min(source_dims[axis]))
+        }
+        "aten.split_with_sizes.default" => {
+            let Some(Arg::List(sizes)) = args.get(1) else { return None };
+            let axis = dim(int(2).unwrap_or(0))?;
+            let mut start = 0i64;
+            for item in sizes.iter().take(result) {
+                let Arg::Int(size) = item else { return None };
+                start = start.checked_add(*size)?;
+            }
+            let Some(Arg::Int(size)) = sizes.get(result) else { return None };
+            slice(axis, start, start.checked_add(*size)?)
+        }
+        "aten.diagonal.default" => {
+            let mut scatter = vec![Arg::Tensor(0), Arg::Tensor(1)];
+            scatter.extend(args.iter().skip(1).cloned());
+            call("aten.diagonal_scatter.default", scatter)
+        }
+        "aten.as_strided.default" => {
+            let mut scatter = vec![Arg::Tensor(0), Arg::Tensor(1)];
+            scatter.extend(args.iter().skip(1).cloned());
+            call("aten.as_strided_scatter.default", scatter)
+        }
+        "aten.view_as_real.default" => call("aten.view_as_complex.default", vec![Arg::Tensor(1)]),
+        "aten.view_as_complex.default" => call("aten.view_as_real.default", vec![Arg::Tensor(1)]),
+        _ => None,
+    }
+}

@@ -19,6 +19,7 @@ const ALLOWED_EDGES: &[(&str, &[&str])] = &[
     ("ttpu-stablehlo", &["ttpu-ir"]),
     ("ttpu-runtime", &["ttpu-ir", "ttpu-stablehlo", "ttpu-pjrt"]),
     ("ttpu-eager", &["ttpu-ir", "ttpu-torch", "ttpu-fuse", "ttpu-runtime"]),
+    ("ttpu-device", &["ttpu-ir", "ttpu-aten", "ttpu-eager", "ttpu-runtime"]),
     ("ttpu", &["ttpu-ir", "ttpu-fx", "ttpu-fuse", "ttpu-stablehlo", "ttpu-runtime"]),
     ("ttpu-filetest", &[]),
     ("ttpu-py", &["ttpu"]),

@@ -45,6 +45,19 @@ pub struct OpDef {
     pub run: Decompose,
 }
 
+impl std::fmt::Debug for OpDef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+/// Overloads are one entry each: equal names are the same entry.
+impl PartialEq for OpDef {
+    fn eq(&self, other: &OpDef) -> bool {
+        self.name == other.name
+    }
+}
+
 const fn def(name: &'static str, params: &'static str, run: Decompose) -> OpDef {
     OpDef { name, params, run }
 }
