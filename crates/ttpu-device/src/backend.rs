@@ -74,6 +74,18 @@ pub struct OpSpec {
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub struct OpId(usize);
 
+impl OpId {
+    /// The index, for a caller that keeps ids as integers.
+    pub fn index(self) -> usize {
+        self.0
+    }
+
+    /// The id of index `index` (an unknown one is an error when dispatched).
+    pub fn from_index(index: usize) -> OpId {
+        OpId(index)
+    }
+}
+
 struct Registered {
     spec: OpSpec,
     /// The table's entry that runs it, `None` when the table has none.
@@ -303,7 +315,9 @@ impl Backend {
     }
 
     fn flush(&self, device: &ttpu_eager::Device, reason: &str) -> Result<()> {
-        if device.pending_ops()? > 0 {
+        let pending = device.pending_ops()?;
+        if pending > 0 {
+            tracing::debug!(device = device.index(), pending, reason, "running the pending work");
             bump(&self.inner.counters.flushes, reason)?;
             device.sync()?;
         }

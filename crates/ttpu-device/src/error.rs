@@ -52,13 +52,25 @@ pub enum Error {
     },
     /// The lazy tensors below failed (compiling or running a program, a transfer).
     #[error(transparent)]
-    Eager(#[from] ttpu_eager::Error),
+    Eager(Box<ttpu_eager::Error>),
     /// The runtime failed.
     #[error(transparent)]
-    Runtime(#[from] ttpu_runtime::Error),
+    Runtime(Box<ttpu_runtime::Error>),
     /// Another thread panicked while holding the device's state.
     #[error("the ttpu device's state is poisoned: another thread panicked while using it")]
     Poisoned,
+}
+
+impl From<ttpu_eager::Error> for Error {
+    fn from(error: ttpu_eager::Error) -> Error {
+        Error::Eager(Box::new(error))
+    }
+}
+
+impl From<ttpu_runtime::Error> for Error {
+    fn from(error: ttpu_runtime::Error) -> Error {
+        Error::Runtime(Box::new(error))
+    }
 }
 
 impl<T> From<std::sync::PoisonError<T>> for Error {

@@ -19,9 +19,11 @@ use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyDict, PyList};
 use ttpu::{CompileOptions, Compiler, DType, HostTensor, LoadedModel, Runtime, RuntimeOptions, Session, TensorMap};
 
+mod device;
+
 create_exception!(_ttpu, TtpuError, PyException, "An error from ttpu: its message is the Rust error's.");
 
-fn error(error: impl std::fmt::Display) -> PyErr {
+pub(crate) fn error(error: impl std::fmt::Display) -> PyErr {
     TtpuError::new_err(error.to_string())
 }
 
@@ -246,5 +248,26 @@ fn _ttpu(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(configured_plugin, module)?)?;
     module.add_function(wrap_pyfunction!(write_safetensors, module)?)?;
     module.add_function(wrap_pyfunction!(read_safetensors, module)?)?;
+    module.add_class::<device::Handle>()?;
+    for function in [
+        wrap_pyfunction!(device::device_init, module)?,
+        wrap_pyfunction!(device::device_register, module)?,
+        wrap_pyfunction!(device::device_dispatch, module)?,
+        wrap_pyfunction!(device::device_upload, module)?,
+        wrap_pyfunction!(device::device_read, module)?,
+        wrap_pyfunction!(device::device_to, module)?,
+        wrap_pyfunction!(device::device_rebind, module)?,
+        wrap_pyfunction!(device::device_storage, module)?,
+        wrap_pyfunction!(device::device_synchronize, module)?,
+        wrap_pyfunction!(device::device_set_mode, module)?,
+        wrap_pyfunction!(device::device_mode, module)?,
+        wrap_pyfunction!(device::device_manual_seed, module)?,
+        wrap_pyfunction!(device::device_rng_state, module)?,
+        wrap_pyfunction!(device::device_set_rng_state, module)?,
+        wrap_pyfunction!(device::device_count_fallback, module)?,
+        wrap_pyfunction!(device::device_stats, module)?,
+    ] {
+        module.add_function(function)?;
+    }
     Ok(())
 }

@@ -22,7 +22,7 @@ const ALLOWED_EDGES: &[(&str, &[&str])] = &[
     ("ttpu-device", &["ttpu-ir", "ttpu-aten", "ttpu-eager", "ttpu-runtime"]),
     ("ttpu", &["ttpu-ir", "ttpu-fx", "ttpu-fuse", "ttpu-stablehlo", "ttpu-runtime"]),
     ("ttpu-filetest", &[]),
-    ("ttpu-py", &["ttpu"]),
+    ("ttpu-py", &["ttpu", "ttpu-device"]),
     ("xtask", &[]),
 ];
 

@@ -17,6 +17,7 @@ mod layout;
 mod linalg;
 mod nn;
 pub mod notes;
+mod optim;
 mod pool;
 mod prims;
 mod quant;
@@ -70,6 +71,7 @@ macro_rules! factory {
 }
 
 use elementwise as ew;
+use optim::From::{Each, Whole};
 
 /// Every supported overload.
 pub static TABLE: &[OpDef] = &[
@@ -531,6 +533,312 @@ pub static TABLE: &[OpDef] = &[
         quant::fake_quantize_per_channel_cachemask,
     ),
     def("aten._int_mm.default", "self, mat2", quant::int_mm),
+    // ---- optimizers: pointwise steps, foreach lists (each element through its own overload), fused Adam(W) ----
+    def("aten.addcmul.default", "self, tensor1, tensor2, *, value", |cx, a| optim::addc(cx, a, BinaryOp::Multiply)),
+    def("aten.addcdiv.default", "self, tensor1, tensor2, *, value", |cx, a| optim::addc(cx, a, BinaryOp::Divide)),
+    def("aten.lerp.Scalar", "self, end, weight", optim::lerp),
+    def("aten.lerp.Tensor", "self, end, weight", optim::lerp),
+    def("aten.zero.default", "self", optim::zero),
+    def("aten.linalg_vector_norm.default", "self, ord, dim, keepdim, *, dtype", optim::vector_norm),
+    def(
+        "aten._fused_adam.default",
+        "self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, *, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf",
+        |cx, a| optim::fused_adam(cx, a, false),
+    ),
+    def(
+        "aten._fused_adam.tensor_lr",
+        "self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, *, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf",
+        |cx, a| optim::fused_adam(cx, a, false),
+    ),
+    def(
+        "aten._fused_adamw.default",
+        "self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, *, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf",
+        |cx, a| optim::fused_adam(cx, a, true),
+    ),
+    def(
+        "aten._fused_adamw.tensor_lr",
+        "self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, *, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf",
+        |cx, a| optim::fused_adam(cx, a, true),
+    ),
+    def("aten._foreach_add.Scalar", "self, scalar", |cx, a| {
+        optim::foreach(cx, a, "aten.add.Tensor", &[("self", Each("self")), ("other", Whole("scalar"))])
+    }),
+    def("aten._foreach_add.List", "self, other, *, alpha", |cx, a| {
+        optim::foreach(
+            cx,
+            a,
+            "aten.add.Tensor",
+            &[("self", Each("self")), ("other", Each("other")), ("alpha", Whole("alpha"))],
+        )
+    }),
+    def("aten._foreach_add.ScalarList", "self, scalars", |cx, a| {
+        optim::foreach(cx, a, "aten.add.Tensor", &[("self", Each("self")), ("other", Each("scalars"))])
+    }),
+    def("aten._foreach_sub.Scalar", "self, scalar", |cx, a| {
+        optim::foreach(cx, a, "aten.sub.Tensor", &[("self", Each("self")), ("other", Whole("scalar"))])
+    }),
+    def("aten._foreach_sub.List", "self, other, *, alpha", |cx, a| {
+        optim::foreach(
+            cx,
+            a,
+            "aten.sub.Tensor",
+            &[("self", Each("self")), ("other", Each("other")), ("alpha", Whole("alpha"))],
+        )
+    }),
+    def("aten._foreach_sub.ScalarList", "self, scalars", |cx, a| {
+        optim::foreach(cx, a, "aten.sub.Tensor", &[("self", Each("self")), ("other", Each("scalars"))])
+    }),
+    def("aten._foreach_add.Tensor", "self, other, *, alpha", |cx, a| {
+        optim::foreach(
+            cx,
+            a,
+            "aten.add.Tensor",
+            &[("self", Each("self")), ("other", Whole("other")), ("alpha", Whole("alpha"))],
+        )
+    }),
+    def("aten._foreach_mul.Scalar", "self, scalar", |cx, a| {
+        optim::foreach(cx, a, "aten.mul.Tensor", &[("self", Each("self")), ("other", Whole("scalar"))])
+    }),
+    def("aten._foreach_mul.List", "self, other", |cx, a| {
+        optim::foreach(cx, a, "aten.mul.Tensor", &[("self", Each("self")), ("other", Each("other"))])
+    }),
+    def("aten._foreach_mul.ScalarList", "self, scalars", |cx, a| {
+        optim::foreach(cx, a, "aten.mul.Tensor", &[("self", Each("self")), ("other", Each("scalars"))])
+    }),
+    def("aten._foreach_mul.Tensor", "self, other", |cx, a| {
+        optim::foreach(cx, a, "aten.mul.Tensor", &[("self", Each("self")), ("other", Whole("other"))])
+    }),
+    def("aten._foreach_div.Scalar", "self, scalar", |cx, a| {
+        optim::foreach(cx, a, "aten.div.Tensor", &[("self", Each("self")), ("other", Whole("scalar"))])
+    }),
+    def("aten._foreach_div.List", "self, other", |cx, a| {
+        optim::foreach(cx, a, "aten.div.Tensor", &[("self", Each("self")), ("other", Each("other"))])
+    }),
+    def("aten._foreach_div.ScalarList", "self, scalars", |cx, a| {
+        optim::foreach(cx, a, "aten.div.Tensor", &[("self", Each("self")), ("other", Each("scalars"))])
+    }),
+    def("aten._foreach_div.Tensor", "self, other", |cx, a| {
+        optim::foreach(cx, a, "aten.div.Tensor", &[("self", Each("self")), ("other", Whole("other"))])
+    }),
+    def("aten._foreach_clamp_min.Scalar", "self, scalar", |cx, a| {
+        optim::foreach(cx, a, "aten.clamp_min.default", &[("self", Each("self")), ("min", Whole("scalar"))])
+    }),
+    def("aten._foreach_clamp_min.List", "self, other", |cx, a| {
+        optim::foreach(cx, a, "aten.clamp_min.Tensor", &[("self", Each("self")), ("min", Each("other"))])
+    }),
+    def("aten._foreach_clamp_min.ScalarList", "self, scalars", |cx, a| {
+        optim::foreach(cx, a, "aten.clamp_min.default", &[("self", Each("self")), ("min", Each("scalars"))])
+    }),
+    def("aten._foreach_clamp_max.Scalar", "self, scalar", |cx, a| {
+        optim::foreach(cx, a, "aten.clamp_max.default", &[("self", Each("self")), ("max", Whole("scalar"))])
+    }),
+    def("aten._foreach_clamp_max.List", "self, other", |cx, a| {
+        optim::foreach(cx, a, "aten.clamp_max.Tensor", &[("self", Each("self")), ("max", Each("other"))])
+    }),
+    def("aten._foreach_clamp_max.ScalarList", "self, scalars", |cx, a| {
+        optim::foreach(cx, a, "aten.clamp_max.default", &[("self", Each("self")), ("max", Each("scalars"))])
+    }),
+    def("aten._foreach_maximum.Scalar", "self, scalar", |cx, a| {
+        optim::foreach(cx, a, "aten.clamp_min.default", &[("self", Each("self")), ("min", Whole("scalar"))])
+    }),
+    def("aten._foreach_maximum.List", "self, other", |cx, a| {
+        optim::foreach(cx, a, "aten.maximum.default", &[("self", Each("self")), ("other", Each("other"))])
+    }),
+    def("aten._foreach_maximum.ScalarList", "self, scalars", |cx, a| {
+        optim::foreach(cx, a, "aten.clamp_min.default", &[("self", Each("self")), ("min", Each("scalars"))])
+    }),
+    def("aten._foreach_minimum.Scalar", "self, scalar", |cx, a| {
+        optim::foreach(cx, a, "aten.clamp_max.default", &[("self", Each("self")), ("max", Whole("scalar"))])
+    }),
+    def("aten._foreach_minimum.List", "self, other", |cx, a| {
+        optim::foreach(cx, a, "aten.minimum.default", &[("self", Each("self")), ("other", Each("other"))])
+    }),
+    def("aten._foreach_minimum.ScalarList", "self, scalars", |cx, a| {
+        optim::foreach(cx, a, "aten.clamp_max.default", &[("self", Each("self")), ("max", Each("scalars"))])
+    }),
+    def("aten._foreach_addcmul.Scalar", "self, tensor1, tensor2, value", |cx, a| {
+        optim::foreach(
+            cx,
+            a,
+            "aten.addcmul.default",
+            &[
+                ("self", Each("self")),
+                ("tensor1", Each("tensor1")),
+                ("tensor2", Each("tensor2")),
+                ("value", Whole("value")),
+            ],
+        )
+    }),
+    def("aten._foreach_addcmul.ScalarList", "self, tensor1, tensor2, scalars", |cx, a| {
+        optim::foreach(
+            cx,
+            a,
+            "aten.addcmul.default",
+            &[
+                ("self", Each("self")),
+                ("tensor1", Each("tensor1")),
+                ("tensor2", Each("tensor2")),
+                ("value", Each("scalars")),
+            ],
+        )
+    }),
+    def("aten._foreach_addcdiv.Scalar", "self, tensor1, tensor2, value", |cx, a| {
+        optim::foreach(
+            cx,
+            a,
+            "aten.addcdiv.default",
+            &[
+                ("self", Each("self")),
+                ("tensor1", Each("tensor1")),
+                ("tensor2", Each("tensor2")),
+                ("value", Whole("value")),
+            ],
+        )
+    }),
+    def("aten._foreach_addcdiv.ScalarList", "self, tensor1, tensor2, scalars", |cx, a| {
+        optim::foreach(
+            cx,
+            a,
+            "aten.addcdiv.default",
+            &[
+                ("self", Each("self")),
+                ("tensor1", Each("tensor1")),
+                ("tensor2", Each("tensor2")),
+                ("value", Each("scalars")),
+            ],
+        )
+    }),
+    def("aten._foreach_lerp.List", "self, tensors1, weights", |cx, a| {
+        optim::foreach(
+            cx,
+            a,
+            "aten.lerp.Tensor",
+            &[("self", Each("self")), ("end", Each("tensors1")), ("weight", Each("weights"))],
+        )
+    }),
+    def("aten._foreach_lerp.Scalar", "self, tensors1, weight", |cx, a| {
+        optim::foreach(
+            cx,
+            a,
+            "aten.lerp.Scalar",
+            &[("self", Each("self")), ("end", Each("tensors1")), ("weight", Whole("weight"))],
+        )
+    }),
+    def("aten._foreach_lerp.ScalarList", "self, tensors1, weight", |cx, a| {
+        optim::foreach(
+            cx,
+            a,
+            "aten.lerp.Scalar",
+            &[("self", Each("self")), ("end", Each("tensors1")), ("weight", Each("weight"))],
+        )
+    }),
+    def("aten._foreach_pow.List", "self, exponent", |cx, a| {
+        optim::foreach(cx, a, "aten.pow.Tensor_Tensor", &[("self", Each("self")), ("exponent", Each("exponent"))])
+    }),
+    def("aten._foreach_pow.Scalar", "self, exponent", |cx, a| {
+        optim::foreach(cx, a, "aten.pow.Tensor_Scalar", &[("self", Each("self")), ("exponent", Whole("exponent"))])
+    }),
+    def("aten._foreach_pow.ScalarList", "self, exponent", |cx, a| {
+        optim::foreach(cx, a, "aten.pow.Tensor_Scalar", &[("self", Each("self")), ("exponent", Each("exponent"))])
+    }),
+    def("aten._foreach_norm.Scalar", "self, ord, dtype", |cx, a| {
+        optim::foreach(
+            cx,
+            a,
+            "aten.linalg_vector_norm.default",
+            &[("self", Each("self")), ("ord", Whole("ord")), ("dtype", Whole("dtype"))],
+        )
+    }),
+    def("aten._foreach_copy.default", "self, src, non_blocking", |cx, a| {
+        optim::foreach(cx, a, "aten.copy.default", &[("self", Each("self")), ("src", Each("src"))])
+    }),
+    def("aten._foreach_max.default", "self", |cx, a| {
+        optim::foreach(cx, a, "aten.max.default", &[("self", Each("self"))])
+    }),
+    def("aten._foreach_abs.default", "self", |cx, a| {
+        optim::foreach(cx, a, "aten.abs.default", &[("self", Each("self"))])
+    }),
+    def("aten._foreach_acos.default", "self", |cx, a| {
+        optim::foreach(cx, a, "aten.acos.default", &[("self", Each("self"))])
+    }),
+    def("aten._foreach_asin.default", "self", |cx, a| {
+        optim::foreach(cx, a, "aten.asin.default", &[("self", Each("self"))])
+    }),
+    def("aten._foreach_atan.default", "self", |cx, a| {
+        optim::foreach(cx, a, "aten.atan.default", &[("self", Each("self"))])
+    }),
+    def("aten._foreach_ceil.default", "self", |cx, a| {
+        optim::foreach(cx, a, "aten.ceil.default", &[("self", Each("self"))])
+    }),
+    def("aten._foreach_cos.default", "self", |cx, a| {
+        optim::foreach(cx, a, "aten.cos.default", &[("self", Each("self"))])
+    }),
+    def("aten._foreach_cosh.default", "self", |cx, a| {
+        optim::foreach(cx, a, "aten.cosh.default", &[("self", Each("self"))])
+    }),
+    def("aten._foreach_erf.default", "self", |cx, a| {
+        optim::foreach(cx, a, "aten.erf.default", &[("self", Each("self"))])
+    }),
+    def("aten._foreach_exp.default", "self", |cx, a| {
+        optim::foreach(cx, a, "aten.exp.default", &[("self", Each("self"))])
+    }),
+    def("aten._foreach_expm1.default", "self", |cx, a| {
+        optim::foreach(cx, a, "aten.expm1.default", &[("self", Each("self"))])
+    }),
+    def("aten._foreach_floor.default", "self", |cx, a| {
+        optim::foreach(cx, a, "aten.floor.default", &[("self", Each("self"))])
+    }),
+    def("aten._foreach_log.default", "self", |cx, a| {
+        optim::foreach(cx, a, "aten.log.default", &[("self", Each("self"))])
+    }),
+    def("aten._foreach_log10.default", "self", |cx, a| {
+        optim::foreach(cx, a, "aten.log10.default", &[("self", Each("self"))])
+    }),
+    def("aten._foreach_log1p.default", "self", |cx, a| {
+        optim::foreach(cx, a, "aten.log1p.default", &[("self", Each("self"))])
+    }),
+    def("aten._foreach_log2.default", "self", |cx, a| {
+        optim::foreach(cx, a, "aten.log2.default", &[("self", Each("self"))])
+    }),
+    def("aten._foreach_neg.default", "self", |cx, a| {
+        optim::foreach(cx, a, "aten.neg.default", &[("self", Each("self"))])
+    }),
+    def("aten._foreach_reciprocal.default", "self", |cx, a| {
+        optim::foreach(cx, a, "aten.reciprocal.default", &[("self", Each("self"))])
+    }),
+    def("aten._foreach_round.default", "self", |cx, a| {
+        optim::foreach(cx, a, "aten.round.default", &[("self", Each("self"))])
+    }),
+    def("aten._foreach_rsqrt.default", "self", |cx, a| {
+        optim::foreach(cx, a, "aten.rsqrt.default", &[("self", Each("self"))])
+    }),
+    def("aten._foreach_sigmoid.default", "self", |cx, a| {
+        optim::foreach(cx, a, "aten.sigmoid.default", &[("self", Each("self"))])
+    }),
+    def("aten._foreach_sign.default", "self", |cx, a| {
+        optim::foreach(cx, a, "aten.sign.default", &[("self", Each("self"))])
+    }),
+    def("aten._foreach_sin.default", "self", |cx, a| {
+        optim::foreach(cx, a, "aten.sin.default", &[("self", Each("self"))])
+    }),
+    def("aten._foreach_sinh.default", "self", |cx, a| {
+        optim::foreach(cx, a, "aten.sinh.default", &[("self", Each("self"))])
+    }),
+    def("aten._foreach_sqrt.default", "self", |cx, a| {
+        optim::foreach(cx, a, "aten.sqrt.default", &[("self", Each("self"))])
+    }),
+    def("aten._foreach_tan.default", "self", |cx, a| {
+        optim::foreach(cx, a, "aten.tan.default", &[("self", Each("self"))])
+    }),
+    def("aten._foreach_tanh.default", "self", |cx, a| {
+        optim::foreach(cx, a, "aten.tanh.default", &[("self", Each("self"))])
+    }),
+    def("aten._foreach_trunc.default", "self", |cx, a| {
+        optim::foreach(cx, a, "aten.trunc.default", &[("self", Each("self"))])
+    }),
+    def("aten._foreach_zero.default", "self", |cx, a| {
+        optim::foreach(cx, a, "aten.zero.default", &[("self", Each("self"))])
+    }),
     // ---- copies, casts, no-ops ----
     def("aten.clone.default", "self, *, memory_format", layout::identity),
     def("aten.alias.default", "self", layout::identity),

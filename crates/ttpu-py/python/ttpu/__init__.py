@@ -9,6 +9,9 @@ Three ways in:
   the files the ``ttpu`` CLI reads (``model.fx``, ``weights.safetensors``, ``inputs.safetensors``).
 - ``ttpu.load(exported_program_or_path)``: a callable on ``torch.Tensor``s (or NumPy arrays) with
   the weights resident on the device, compiled once per shape.
+- ``model.to("ttpu")``: the ttpu device, registered with PyTorch at ``import ttpu`` (when PyTorch
+  is installed): eager PyTorch code, autograd and ``torch.optim`` unchanged, each call recorded
+  and run fused at sync points (see ``ttpu._device``); ``torch.ttpu`` is its device module.
 
 The plugin is ``device=`` (a PJRT plugin file), else ``$TTPU_PJRT_PLUGIN``, else the CPU plugin
 ``cargo xtask setup`` installed, as in the CLI, else the CPU plugin the package depends on (PyPI's
@@ -25,7 +28,16 @@ from . import _ttpu
 from ._convert import is_numpy_array, is_torch_tensor, to_numpy, to_torch, to_wire
 from ._ttpu import TtpuError
 
-__all__ = ["Compiled", "TtpuError", "default_plugin", "export", "load", "lower"]
+__all__ = [
+    "Compiled",
+    "TtpuError",
+    "allow_cpu_fallback",
+    "default_plugin",
+    "execution_mode",
+    "export",
+    "load",
+    "lower",
+]
 
 try:
     from importlib.metadata import version as _version
@@ -221,3 +233,37 @@ def _leaves(args: tuple, kwargs: dict) -> list:
 
         return pytree.tree_leaves((args, kwargs))
     return [*args, *kwargs.values()]
+
+
+def _plugin_for_device() -> str | None:
+    """The plugin of the ttpu device: ``$TTPU_DEVICE_PLUGIN``, else as for models."""
+    return _plugin(os.environ.get("TTPU_DEVICE_PLUGIN"))
+
+
+def allow_cpu_fallback(enabled: bool = True) -> None:
+    """Runs calls the ttpu device has no decomposition for on the CPU, with one warning per
+    overload (off by default: such a call is an error)."""
+    from ._device import allow_cpu_fallback as allow
+
+    allow(enabled)
+
+
+def execution_mode(mode: str):
+    """A context manager running its block in the device's execution mode ``mode``
+    (``"defer_and_fuse"``, ``"defer_never"``, ``"defer_never_blocking"``)."""
+    from ._device import execution_mode as mode_of
+
+    return mode_of(mode)
+
+
+def _register_device() -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        return
+    from . import _device
+
+    _device._init()
+
+
+_register_device()

@@ -1,0 +1,271 @@
+//! What optimizers and gradient clipping call: the `_foreach_*` overloads (each element through
+//! its single-tensor overload of this table), the pointwise ops they are made of (`addcmul`,
+//! `addcdiv`, `lerp`, `zero`, `linalg_vector_norm`), and the fused Adam and AdamW steps.
+//!
+//! A foreach call is one entry here rather than a loop in a frontend, so an optimizer step over
+//! N parameters is one call to build and one step to record, and each element computes exactly
+//! what the single-tensor call computes.
+
+use ttpu_ir::{BinaryOp, CompareDirection, DType, ReduceKind, Scalar, UnaryOp, ValueId};
+
+use super::elementwise::tensor;
+use crate::args::{self, Args, Val};
+use crate::ctx::{Cx, Imported, Operand, opmath};
+use crate::error::Result;
+
+/// Where an element call's argument comes from.
+#[derive(Copy, Clone)]
+pub(super) enum From {
+    /// Element `i` of this list argument.
+    Each(&'static str),
+    /// This argument, the same for every element.
+    Whole(&'static str),
+}
+
+/// `[element(args...)[i] for i]`: the single-tensor overload `element` on each element of the
+/// list arguments, with `map` giving each of its parameters' source.
+pub(super) fn foreach(
+    cx: &mut Cx<'_>,
+    args: &Args,
+    element: &'static str,
+    map: &[(&'static str, From)],
+) -> Result<Imported> {
+    let def =
+        super::lookup(element).ok_or_else(|| cx.bad(format!("its element op `{element}` is not in the table")))?;
+    let Val::List(selves) = args.get("self") else {
+        return Err(cx.bad("argument `self` must be a list of tensors"));
+    };
+    let count = selves.len();
+    let mut results = Vec::with_capacity(count);
+    for index in 0..count {
+        let mut keywords = Vec::with_capacity(map.len());
+        for &(param, from) in map {
+            let value = match from {
+                From::Whole(name) => args.get(name).clone(),
+                From::Each(name) => match args.get(name) {
+                    Val::List(items) if items.len() == count => items[index].clone(),
+                    Val::List(items) => {
+                        return Err(
+                            cx.bad(format!("argument `{name}` has {} elements for {count} tensors", items.len()))
+                        );
+                    }
+                    other => return Err(cx.bad(format!("argument `{name}` must be a list, found {other:?}"))),
+                },
+            };
+            if value != Val::Missing {
+                keywords.push((param.to_string(), value));
+            }
+        }
+        let bound = args::bind(cx.site.clone(), def.params, Vec::new(), keywords)?;
+        results.push((def.run)(cx, &bound)?);
+    }
+    Ok(Imported::Tuple(results))
+}
+
+/// `self + value * tensor1 * tensor2` (`addcmul`) or `self + value * tensor1 / tensor2`
+/// (`addcdiv`), in PyTorch's CPU kernel's order: `(value * tensor1) op tensor2`, added to
+/// `self`, in opmath for half types.
+pub(super) fn addc(cx: &mut Cx<'_>, args: &Args, op: BinaryOp) -> Result<Imported> {
+    let operands = [args.operand("self")?, args.operand("tensor1")?, args.operand("tensor2")?];
+    let value = args.scalar_or("value", Scalar::Int(1))?;
+    let dtype = cx.result_type(&operands);
+    if op == BinaryOp::Divide && !dtype.is_float() && !dtype.is_complex() {
+        return Err(cx.bad(format!(
+            "integer division with addcdiv is not supported (the result would be {dtype}); use true division"
+        )));
+    }
+    let compute = opmath(dtype);
+    let [x, t1, t2] = cx.prepare(operands, compute)?;
+    let scaled = cx.binary_scalar(BinaryOp::Multiply, t1, value)?;
+    let combined = cx.binary(op, scaled, t2)?;
+    let sum = cx.binary(BinaryOp::Add, x, combined)?;
+    tensor(cx.convert(sum, dtype)?)
+}
+
+/// `lerp`: `self + weight * (end - self)` where `|weight| < 0.5`, else
+/// `end - (end - self) * (1 - weight)`, as PyTorch's kernel computes it (exact at both ends).
+pub(super) fn lerp(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let operands = [args.operand("self")?, args.operand("end")?, args.operand("weight")?];
+    let dtype = cx.result_type(&operands[..2]);
+    let compute = opmath(dtype);
+    let [start, end, weight] = cx.prepare(operands, compute)?;
+    let diff = cx.binary(BinaryOp::Subtract, end, start)?;
+    let near = cx.binary(BinaryOp::Multiply, weight, diff)?;
+    let near = cx.binary(BinaryOp::Add, start, near)?;
+    let one = cx.splat_like(weight, Scalar::Float(1.0))?;
+    let rest = cx.binary(BinaryOp::Subtract, one, weight)?;
+    let far = cx.binary(BinaryOp::Multiply, diff, rest)?;
+    let far = cx.binary(BinaryOp::Subtract, end, far)?;
+    let magnitude = cx.unary(UnaryOp::Abs, weight)?;
+    let half = cx.splat_like(weight, Scalar::Float(0.5))?;
+    let small = cx.compare(CompareDirection::Lt, magnitude, half)?;
+    let result = cx.select(small, near, far)?;
+    tensor(cx.convert(result, dtype)?)
+}
+
+/// `zero`: zeros of `self`'s type.
+pub(super) fn zero(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    tensor(cx.splat_like(x, Scalar::Int(0))?)
+}
+
+/// `linalg_vector_norm`: the `ord`-norm over `dim` (all dims when `None`), accumulated in opmath.
+pub(super) fn vector_norm(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    let ord = args.scalar_or("ord", Scalar::Int(2))?.as_f64();
+    let keep = args.bool_or("keepdim", false)?;
+    let rank = cx.rank(x);
+    let dims = match args.opt_ints("dim")? {
+        Some(dims) if !dims.is_empty() => cx.norm_dims(&dims, rank)?,
+        _ => (0..rank).collect(),
+    };
+    let input = match args.opt_dtype("dtype")? {
+        Some(dtype) => cx.convert(x, dtype)?,
+        None => x,
+    };
+    let dtype = cx.dtype(input);
+    if !dtype.is_float() {
+        return Err(cx.bad(format!("expected a floating point input, found {dtype}")));
+    }
+    let compute = cx.convert(input, opmath(dtype))?;
+    let magnitude = cx.unary(UnaryOp::Abs, compute)?;
+    let result = if ord == f64::INFINITY {
+        cx.reduce_keep(magnitude, ReduceKind::Max, &dims, keep)?
+    } else if ord == f64::NEG_INFINITY {
+        cx.reduce_keep(magnitude, ReduceKind::Min, &dims, keep)?
+    } else if ord == 0.0 {
+        let zero = cx.splat_like(magnitude, Scalar::Float(0.0))?;
+        let nonzero = cx.compare(CompareDirection::Ne, magnitude, zero)?;
+        let counted = cx.convert(nonzero, cx.dtype(magnitude))?;
+        cx.reduce_keep(counted, ReduceKind::Sum, &dims, keep)?
+    } else if ord == 1.0 {
+        cx.reduce_keep(magnitude, ReduceKind::Sum, &dims, keep)?
+    } else if ord == 2.0 {
+        let squares = cx.binary(BinaryOp::Multiply, magnitude, magnitude)?;
+        let sum = cx.reduce_keep(squares, ReduceKind::Sum, &dims, keep)?;
+        cx.unary(UnaryOp::Sqrt, sum)?
+    } else {
+        let powered = cx.binary_scalar(BinaryOp::Power, magnitude, Scalar::Float(ord))?;
+        let sum = cx.reduce_keep(powered, ReduceKind::Sum, &dims, keep)?;
+        cx.binary_scalar(BinaryOp::Power, sum, Scalar::Float(1.0 / ord))?
+    };
+    tensor(cx.convert(result, dtype)?)
+}
+
+/// `_fused_adam` / `_fused_adamw`: one Adam(W) step of every parameter, as PyTorch's fused CPU
+/// kernel computes it: the bias corrections from each parameter's step count in `f64`, the
+/// moments and the update in the parameter's opmath. Returns the new parameters, gradients
+/// (unscaled by `grad_scale` when given), first and second moments and max second moments.
+pub(super) fn fused_adam(cx: &mut Cx<'_>, args: &Args, decoupled: bool) -> Result<Imported> {
+    let params = args.tensors("self")?;
+    let grads = args.tensors("grads")?;
+    let exp_avgs = args.tensors("exp_avgs")?;
+    let exp_avg_sqs = args.tensors("exp_avg_sqs")?;
+    let max_exp_avg_sqs = args.tensors("max_exp_avg_sqs")?;
+    let steps = args.tensors("state_steps")?;
+    let amsgrad = args.bool_or("amsgrad", false)?;
+    let maximize = args.bool_or("maximize", false)?;
+    let count = params.len();
+    if [grads.len(), exp_avgs.len(), exp_avg_sqs.len(), steps.len()].iter().any(|&len| len != count)
+        || (amsgrad && max_exp_avg_sqs.len() != count)
+    {
+        return Err(cx.bad("the lists of parameters, gradients, moments and steps differ in length"));
+    }
+    let lr = args.operand("lr")?;
+    let (beta1, beta2) = (args.scalar("beta1")?.as_f64(), args.scalar("beta2")?.as_f64());
+    let (weight_decay, eps) = (args.scalar("weight_decay")?.as_f64(), args.scalar("eps")?.as_f64());
+    if args.given("found_inf") {
+        return Err(cx.bad("`found_inf` (a skipped step) is not supported: the step would depend on the data"));
+    }
+    let grad_scale = args.opt_tensor("grad_scale")?;
+    let mut outputs: [Vec<Imported>; 5] = Default::default();
+    for index in 0..count {
+        let param = params[index];
+        let dtype = cx.dtype(param);
+        let compute = opmath(dtype);
+        let shape = cx.shape(param);
+        let as_compute = |cx: &mut Cx<'_>, value: ValueId| cx.convert(value, compute);
+        let mut grad = as_compute(cx, grads[index])?;
+        if let Some(scale) = grad_scale {
+            let scale = cx.convert(scale, compute)?;
+            let scale = cx.broadcast_to(scale, &shape)?;
+            grad = cx.binary(BinaryOp::Divide, grad, scale)?;
+        }
+        let stored_grad = cx.convert(grad, cx.dtype(grads[index]))?;
+        if maximize {
+            grad = cx.unary(UnaryOp::Negate, grad)?;
+        }
+        let mut value = as_compute(cx, param)?;
+        // The step's scalars, in f64 as the kernel computes them, rounded where they meet a tensor.
+        let step = cx.convert(steps[index], DType::F64)?;
+        let step = cx.reshape(step, ttpu_ir::Shape::scalar())?;
+        let lr = match lr {
+            Operand::Tensor(lr) => {
+                let lr = cx.convert(lr, DType::F64)?;
+                cx.reshape(lr, ttpu_ir::Shape::scalar())?
+            }
+            Operand::Scalar(lr) => cx.scalar(DType::F64, lr),
+        };
+        let power = |cx: &mut Cx<'_>, base: f64| -> Result<ValueId> {
+            let base = cx.scalar(DType::F64, Scalar::Float(base));
+            let raised = cx.binary(BinaryOp::Power, base, step)?;
+            let one = cx.scalar(DType::F64, Scalar::Float(1.0));
+            cx.binary(BinaryOp::Subtract, one, raised)
+        };
+        let bias_correction1 = power(cx, beta1)?;
+        let bias_correction2 = power(cx, beta2)?;
+        let step_size = cx.binary(BinaryOp::Divide, lr, bias_correction1)?;
+        let bias_correction2_sqrt = cx.unary(UnaryOp::Sqrt, bias_correction2)?;
+        let splat = |cx: &mut Cx<'_>, scalar: ValueId| -> Result<ValueId> {
+            let rounded = cx.convert(scalar, compute)?;
+            cx.broadcast_to(rounded, &shape)
+        };
+        if weight_decay != 0.0 {
+            if decoupled {
+                // AdamW: the parameter decays by lr * weight_decay first.
+                let decay = cx.scalar(DType::F64, Scalar::Float(weight_decay));
+                let factor = cx.binary(BinaryOp::Multiply, lr, decay)?;
+                let one = cx.scalar(DType::F64, Scalar::Float(1.0));
+                let factor = cx.binary(BinaryOp::Subtract, one, factor)?;
+                let factor = splat(cx, factor)?;
+                value = cx.binary(BinaryOp::Multiply, value, factor)?;
+            } else {
+                let decay = cx.binary_scalar(BinaryOp::Multiply, value, Scalar::Float(weight_decay))?;
+                grad = cx.binary(BinaryOp::Add, grad, decay)?;
+            }
+        }
+        let exp_avg = as_compute(cx, exp_avgs[index])?;
+        let exp_avg = cx.binary_scalar(BinaryOp::Multiply, exp_avg, Scalar::Float(beta1))?;
+        let weighted = cx.binary_scalar(BinaryOp::Multiply, grad, Scalar::Float(1.0 - beta1))?;
+        let exp_avg = cx.binary(BinaryOp::Add, exp_avg, weighted)?;
+        let exp_avg_sq = as_compute(cx, exp_avg_sqs[index])?;
+        let exp_avg_sq = cx.binary_scalar(BinaryOp::Multiply, exp_avg_sq, Scalar::Float(beta2))?;
+        let squared = cx.binary(BinaryOp::Multiply, grad, grad)?;
+        let squared = cx.binary_scalar(BinaryOp::Multiply, squared, Scalar::Float(1.0 - beta2))?;
+        let exp_avg_sq = cx.binary(BinaryOp::Add, exp_avg_sq, squared)?;
+        let second = if amsgrad {
+            let previous = as_compute(cx, max_exp_avg_sqs[index])?;
+            let max = cx.binary(BinaryOp::Maximum, previous, exp_avg_sq)?;
+            outputs[4].push(Imported::Tensor(cx.convert(max, cx.dtype(max_exp_avg_sqs[index]))?));
+            max
+        } else {
+            exp_avg_sq
+        };
+        let root = cx.unary(UnaryOp::Sqrt, second)?;
+        let correction = splat(cx, bias_correction2_sqrt)?;
+        let denom = cx.binary(BinaryOp::Divide, root, correction)?;
+        let denom = cx.binary_scalar(BinaryOp::Add, denom, Scalar::Float(eps))?;
+        let step_size = splat(cx, step_size)?;
+        let update = cx.binary(BinaryOp::Multiply, step_size, exp_avg)?;
+        let update = cx.binary(BinaryOp::Divide, update, denom)?;
+        value = cx.binary(BinaryOp::Subtract, value, update)?;
+        outputs[0].push(Imported::Tensor(cx.convert(value, dtype)?));
+        outputs[1].push(Imported::Tensor(stored_grad));
+        outputs[2].push(Imported::Tensor(cx.convert(exp_avg, cx.dtype(exp_avgs[index]))?));
+        outputs[3].push(Imported::Tensor(cx.convert(exp_avg_sq, cx.dtype(exp_avg_sqs[index]))?));
+    }
+    if !amsgrad {
+        outputs[4] = max_exp_avg_sqs.iter().map(|&value| Imported::Tensor(value)).collect();
+    }
+    Ok(Imported::Tuple(outputs.into_iter().map(Imported::Tuple).collect()))
+}
