@@ -497,17 +497,10 @@ impl Backend {
         }
         flat.device = found.or(device).unwrap_or(0);
         let eager = self.device(flat.device)?;
-        if let Some((_, host)) = hosts.iter().find(|(_, host)| !host.dims.is_empty()) {
-            return Err(Error::Call {
-                op: op.to_string(),
-                message: format!(
-                    "{}",
-                    Error::DeviceMismatch {
-                        first: format!("ttpu:{}", flat.device),
-                        second: format!("cpu (a tensor of sizes {:?})", host.dims)
-                    }
-                ),
-            });
+        // As with CUDA, only a zero-dim CPU tensor may join device tensors (as a number would).
+        if hosts.iter().any(|(_, host)| !host.dims.is_empty()) {
+            tracing::debug!(op, "a CPU tensor with dims among the operands");
+            return Err(Error::DeviceMismatch { first: format!("ttpu:{}", flat.device), second: "cpu".into() });
         }
         let mut hosts = hosts.into_iter().peekable();
         for index in 0..flat.tensors.len() {

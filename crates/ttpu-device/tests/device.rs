@@ -106,8 +106,7 @@ fn pytorch_errors_for_devices_and_in_place_shapes() {
     let error = backend.dispatch(add, &[Value::Tensor(x.clone()), host], &[], None).unwrap_err();
     assert_eq!(
         error.to_string(),
-        "aten.add.Tensor: Expected all tensors to be on the same device, but found at least two devices, ttpu:0 and \
-         cpu (a tensor of sizes [3])!"
+        "Expected all tensors to be on the same device, but found at least two devices, ttpu:0 and cpu!"
     );
     // A zero-dim CPU tensor joins like a number.
     let scalar = Value::Host(f32s(&[2.0], &[]));

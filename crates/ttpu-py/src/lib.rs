@@ -14,14 +14,14 @@ use std::sync::{Mutex, OnceLock};
 
 use pyo3::buffer::PyBuffer;
 use pyo3::create_exception;
-use pyo3::exceptions::PyException;
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyDict, PyList};
 use ttpu::{CompileOptions, Compiler, DType, HostTensor, LoadedModel, Runtime, RuntimeOptions, Session, TensorMap};
 
 mod device;
 
-create_exception!(_ttpu, TtpuError, PyException, "An error from ttpu: its message is the Rust error's.");
+create_exception!(_ttpu, TtpuError, PyRuntimeError, "An error from ttpu: its message is the Rust error's.");
 
 pub(crate) fn error(error: impl std::fmt::Display) -> PyErr {
     TtpuError::new_err(error.to_string())

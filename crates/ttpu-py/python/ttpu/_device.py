@@ -67,17 +67,18 @@ class TtpuTensor(torch.Tensor):
         return handler(args, kwargs or {})
 
     def __repr__(self, *, tensor_contents=None):
-        # One flush, then PyTorch's own formatting of the host copy, with the device's suffix.
-        with torch.no_grad():
-            host = _read(self, "print")
-        text = torch._tensor_str._str(host)
-        suffix = f", device='{self.device}'"
-        if self.grad_fn is not None:
-            suffix += f", grad_fn=<{type(self.grad_fn).__name__}>"
-        elif self.requires_grad:
-            suffix += ", requires_grad=True"
-        head, _, tail = text.rpartition(")")
-        return head + suffix + ")" + tail
+        # One flush to format the values on the host; PyTorch's own printing of this tensor
+        # around them (device, dtype and grad_fn suffixes as for any accelerator).
+        if tensor_contents is None:
+            with torch.no_grad():
+                host = _read(self, "print")
+            if host.numel() > 0:
+                tensor_contents = torch._tensor_str._tensor_str(host, len("tensor("))
+        text = torch._tensor_str._str(self, tensor_contents=tensor_contents)
+        # PyTorch names a subclass where it prints `tensor(`; this is a plain device tensor, and a
+        # parameter, as on any device.
+        text = "tensor(" + text.split("(", 1)[1]
+        return "Parameter containing:\n" + text if getattr(self, "_is_param", False) else text
 
     def tolist(self):
         return _read(self, "tolist").tolist()
@@ -271,6 +272,12 @@ def _generic(func):
     if known is not None:
         return known
     name = _name(func)
+    if torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), "CompositeImplicitAutograd"):
+        # Composite overloads (`to`, `reshape`, `contiguous`, ...) reach the device only when
+        # called below autograd, as decompositions call them. Their composite kernel is what
+        # PyTorch runs above autograd, and it decides whether the result aliases the input.
+        handler = _GENERIC[func] = lambda args, kwargs: func.decompose(*args, **kwargs)
+        return handler
     op, supported, kind = _register(func)
     schema = func._schema
     arguments, returns = schema.arguments, schema.returns
@@ -364,10 +371,6 @@ def _decomposed(func, name, kind):
     """A handler running an overload the table lacks through PyTorch's decomposition of it (of
     its functional form, for a mutating overload: the results are then copied into the tensors
     it writes); ``None`` when PyTorch has none."""
-    if torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), "CompositeImplicitAutograd"):
-        # Composite ops (`to`, `flatten`, ...) reach the device when called below autograd, as
-        # decompositions do: their own composite kernel is what PyTorch runs above it.
-        return lambda args, kwargs: func.decompose(*args, **kwargs)
     if kind == "mutating":
         functional = _functional_overload(func)
         target = _op_named(functional) if functional else None

@@ -1,0 +1,311 @@
+"""The ttpu device: unchanged eager PyTorch code on ``"ttpu"`` against the same code on the CPU,
+with the same seeds."""
+
+from __future__ import annotations
+
+import copy
+import io
+import warnings
+
+import models
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from conftest import assert_matches
+
+import ttpu
+
+
+def to(value, device):
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, dict):
+        return {key: to(item, device) for key, item in value.items()}
+    if isinstance(value, (tuple, list)):
+        return type(value)(to(item, device) for item in value)
+    return value
+
+
+def train(model, batch, loss_fn, device, optimizer, steps):
+    """Runs ``steps`` training steps of ``model`` on ``device``. Returns the losses read after
+    each step (as a user prints them), the gradients of the first step, and the model."""
+    model = copy.deepcopy(model).to(device).train()
+    if optimizer == "adamw":
+        opt = torch.optim.AdamW(model.parameters(), lr=LR[optimizer], weight_decay=0.01)
+    else:
+        opt = torch.optim.SGD(model.parameters(), lr=LR[optimizer], momentum=0.9)
+    losses, first_grads = [], None
+    for step in range(steps):
+        args, target = batch(step)
+        kwargs = target if isinstance(target, dict) else {}
+        target = None if isinstance(target, dict) else to(target, device)
+        loss = loss_fn(model(*to(args, device), **to(kwargs, device)), target)
+        loss.backward()
+        if first_grads is None:
+            first_grads = {name: p.grad.cpu() for name, p in model.named_parameters() if p.grad is not None}
+        opt.step()
+        opt.zero_grad()
+        losses.append(loss.item())
+    return losses, first_grads, model
+
+
+LR = {"adamw": 1e-3, "sgd": 0.01}
+
+# ResNet-18's batch norm over 4 images per channel lets each step's rounding grow about tenfold a
+# step: its trajectory is compared at ten times the tolerance.
+LOOSER = {"resnet18": 10.0}
+
+
+def assert_trained_alike(got, want, optimizer, steps, scale=1.0):
+    """The first step's gradients, the loss after every step and the final buffers agree, and so
+    do the final parameters: closely after SGD; after AdamW within the size of Adam's steps, since
+    Adam moves a parameter whose gradient is rounding noise (an attention key bias, which softmax
+    ignores) by a whole step in the noise's direction, which differs between any two backends."""
+    got_losses, got_grads, got_model = got
+    want_losses, want_grads, want_model = want
+    assert got_grads.keys() == want_grads.keys()
+    for name, expected in want_grads.items():
+        atol = 1e-4 * max(expected.abs().max().item(), 1e-3)
+        torch.testing.assert_close(
+            got_grads[name], expected, rtol=1e-3, atol=atol, msg=lambda m: f"grad {name}: {m}"
+        )
+    torch.testing.assert_close(
+        torch.tensor(got_losses), torch.tensor(want_losses), rtol=1e-4 * scale, atol=1e-5 * scale
+    )
+    for (name, expected), actual in zip(want_model.named_parameters(), got_model.parameters()):
+        assert actual.device.type == "ttpu", name
+        if optimizer == "adamw":
+            rtol, atol = 0.0, 2 * LR[optimizer] * steps
+        else:
+            rtol, atol = 2e-4 * scale, 2e-5 * scale
+        torch.testing.assert_close(actual.cpu(), expected, rtol=rtol, atol=atol, msg=lambda m: f"{name}: {m}")
+    # Buffers (batch norm's running statistics) follow the parameters they are computed from.
+    if optimizer == "adamw":
+        buffer_rtol, buffer_atol = 2e-2, 2 * LR[optimizer] * steps
+    else:
+        buffer_rtol, buffer_atol = 1e-4 * scale, 1e-5 * scale
+    for (name, expected), actual in zip(want_model.named_buffers(), got_model.buffers()):
+        torch.testing.assert_close(
+            actual.cpu(), expected, rtol=buffer_rtol, atol=buffer_atol, msg=lambda m: f"{name}: {m}"
+        )
+
+
+@pytest.mark.parametrize("name", ["mlp", "cnn", "resnet18", "vit", "gpt2", "llama", "bert", "t5"])
+@pytest.mark.parametrize("optimizer", ["adamw", "sgd"])
+def test_training_matches_cpu(name, optimizer):
+    model, batch, loss_fn = models.build(name)
+    steps = 5
+    want = train(model, batch, loss_fn, "cpu", optimizer, steps)
+    got = train(model, batch, loss_fn, "ttpu", optimizer, steps)
+    assert_trained_alike(got, want, optimizer, steps, LOOSER.get(name, 1.0))
+
+
+def test_the_training_checker_rejects_other_training():
+    model, batch, loss_fn = models.build("mlp")
+    want = train(model, batch, loss_fn, "cpu", "sgd", 2)
+    other = train(model, batch, loss_fn, "cpu", "adamw", 2)
+    with pytest.raises(AssertionError):
+        assert_trained_alike(other, want, "sgd", 2)
+    # A gradient off by a little is caught even when everything else agrees.
+    got = train(model, batch, loss_fn, "cpu", "sgd", 2)
+    got[1]["fc1.weight"][0, 0] += 1e-2
+    with pytest.raises(AssertionError, match="grad fc1.weight"):
+        assert_trained_alike(got, want, "sgd", 2)
+
+
+def test_module_to_keeps_parameters_and_ties():
+    import transformers
+
+    config = transformers.GPT2Config(vocab_size=64, n_positions=16, n_embd=16, n_layer=1, n_head=2)
+    model = transformers.GPT2LMHeadModel(config)
+    params = {name: id(p) for name, p in model.named_parameters()}
+    model.to("ttpu")
+    assert {name: id(p) for name, p in model.named_parameters()} == params
+    assert model.lm_head.weight is model.transformer.wte.weight
+    assert isinstance(model.lm_head.weight, nn.Parameter)
+    assert model.lm_head.weight.device == torch.device("ttpu", 0)
+
+
+def test_device_basics():
+    assert torch.device("ttpu").type == "ttpu"
+    assert torch.ttpu.is_available() and torch.ttpu.device_count() >= 1
+    assert torch.accelerator.current_accelerator().type == "ttpu"
+    x = torch.tensor([[1.0, 2.0], [3.0, 4.0]], device="ttpu")
+    assert x.device == torch.device("ttpu", 0) and x.is_ttpu
+    assert x.cpu().tolist() == [[1.0, 2.0], [3.0, 4.0]]
+    assert x.tolist() == [[1.0, 2.0], [3.0, 4.0]]
+    assert (x.sum() * 2).item() == 20.0
+    assert bool(x.max() > 3)
+    assert torch.zeros(2, 3, device="ttpu").cpu().tolist() == [[0.0] * 3] * 2
+    assert torch.arange(5, device="ttpu").tolist() == [0, 1, 2, 3, 4]
+    assert torch.full((2,), 7, device="ttpu").tolist() == [7, 7]
+    with pytest.raises(TypeError, match="can't convert ttpu:0 device type tensor to numpy"):
+        x.numpy()
+
+
+def test_printing_shows_values_device_and_grad_fn():
+    x = torch.tensor([1.0, 2.0], device="ttpu", requires_grad=True)
+    assert repr(x) == "tensor([1., 2.], device='ttpu:0', requires_grad=True)"
+    assert repr(x * 2) == "tensor([2., 4.], device='ttpu:0', grad_fn=<MulBackward0>)"
+    assert repr(torch.tensor([1, 2], device="ttpu", dtype=torch.int32)) == "tensor([1, 2], device='ttpu:0', dtype=torch.int32)"
+    assert str(torch.tensor(3.5, device="ttpu")) == "tensor(3.5000, device='ttpu:0')"
+
+
+def test_mixing_devices_is_an_error_as_with_cuda():
+    x = torch.ones(3, device="ttpu")
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device, but found at least two devices, ttpu:0 and cpu"):
+        x + torch.ones(3)
+    # A zero-dim CPU tensor joins like a number.
+    assert (x * torch.tensor(2.0)).tolist() == [2.0, 2.0, 2.0]
+
+
+def test_save_and_load_round_trip():
+    model = models.MLP().to("ttpu")
+    buffer = io.BytesIO()
+    torch.save(model.state_dict(), buffer)
+    buffer.seek(0)
+    loaded = torch.load(buffer, weights_only=True)
+    for name, value in model.state_dict().items():
+        assert loaded[name].device.type == "ttpu"
+        assert torch.equal(loaded[name].cpu(), value.cpu()), name
+    buffer.seek(0)
+    on_cpu = torch.load(buffer, map_location="cpu", weights_only=True)
+    assert all(value.device.type == "cpu" for value in on_cpu.values())
+
+
+def test_no_grad_updates_and_data():
+    torch.manual_seed(0)
+    w = torch.randn(4, 3)
+    x = torch.randn(2, 4)
+    results = {}
+    for device in ("cpu", "ttpu"):
+        weight = w.clone().to(device).requires_grad_()
+        (x.to(device) @ weight).square().sum().backward()
+        with torch.no_grad():
+            weight -= 0.1 * weight.grad
+        weight.data.mul_(0.5)
+        weight.data = weight.data + 1
+        results[device] = weight.detach().cpu()
+    assert_matches(results["ttpu"], results["cpu"])
+
+
+def test_autocast_bf16_matches_cpu_autocast():
+    torch.manual_seed(0)
+    model = models.MLP()
+    x = torch.randn(8, 16)
+    outputs = {}
+    for device in ("cpu", "ttpu"):
+        copy_ = copy.deepcopy(model).to(device)
+        with torch.autocast(device, dtype=torch.bfloat16):
+            out = copy_(x.to(device))
+        assert out.dtype == torch.bfloat16
+        out.float().sum().backward()
+        outputs[device] = (out.float().cpu(), copy_.fc1.weight.grad.cpu())
+    assert copy_.fc1.weight.grad.dtype == torch.float32
+    torch.testing.assert_close(outputs["ttpu"][0], outputs["cpu"][0], rtol=2e-2, atol=2e-2)
+    torch.testing.assert_close(outputs["ttpu"][1], outputs["cpu"][1], rtol=2e-2, atol=2e-2)
+
+
+def test_dropout_differs_per_step_and_repeats_under_a_seed():
+    x = torch.ones(4096, device="ttpu")
+
+    def draws():
+        torch.manual_seed(1234)
+        return [F.dropout(x, 0.5, training=True).cpu() for _ in range(2)]
+
+    first, second = draws()
+    again = draws()
+    assert not torch.equal(first, second), "each draw takes a new key"
+    assert torch.equal(first, again[0]) and torch.equal(second, again[1]), "a seed repeats the draws"
+    kept = (first != 0).float().mean().item()
+    assert 0.45 < kept < 0.55, kept
+    assert set(first.unique().tolist()) <= {0.0, 2.0}
+
+
+def test_random_factories_follow_their_distributions():
+    torch.manual_seed(0)
+    normal = torch.randn(20000, device="ttpu").cpu()
+    uniform = torch.rand(20000, device="ttpu").cpu()
+    assert abs(normal.mean().item()) < 0.03 and abs(normal.std().item() - 1) < 0.03
+    assert 0 <= uniform.min().item() and uniform.max().item() < 1 and abs(uniform.mean().item() - 0.5) < 0.01
+
+
+def test_a_training_loop_compiles_a_few_programs_and_reads_only_what_it_is_asked():
+    model, batch, loss_fn = models.build("gpt2")
+    model = model.to("ttpu").train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    programs = []
+    for step in range(10):
+        before = torch.ttpu.stats()
+        args, target = batch(step)
+        loss = loss_fn(model(**to(target, "ttpu")), None)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        after = torch.ttpu.stats()
+        assert after["to_host"] == before["to_host"], "no host read inside a step"
+        assert sum(after["flushes"].values()) - sum(before["flushes"].values()) == 1, "one program per step"
+        programs.append(after["compiles"] - before["compiles"])
+        loss.item()
+    assert sum(programs) <= 3, programs
+    assert programs[-5:] == [0] * 5, programs
+    assert torch.ttpu.stats()["donated"] > 0, "parameters and optimizer state are updated in place"
+
+
+def test_defer_never_gives_the_same_numbers():
+    model, batch, loss_fn = models.build("mlp")
+    fused = train(model, batch, loss_fn, "ttpu", "adamw", 3)
+    with ttpu.execution_mode("defer_never"):
+        one_by_one = train(model, batch, loss_fn, "ttpu", "adamw", 3)
+    # One fused program and one program per call round alike up to XLA's fusion (a multiply and
+    # an add it contracts), so the two agree to a few ulps, not bit for bit.
+    torch.testing.assert_close(torch.tensor(fused[0]), torch.tensor(one_by_one[0]), rtol=1e-6, atol=1e-7)
+    for a, b in zip(fused[2].parameters(), one_by_one[2].parameters()):
+        torch.testing.assert_close(a.cpu(), b.cpu(), rtol=1e-6, atol=1e-7)
+
+
+def test_an_unsupported_op_is_an_error_naming_it_and_the_line_then_falls_back_when_allowed():
+    x = torch.tensor([[2.0, 1.0], [1.0, 3.0]], device="ttpu")
+    with pytest.raises(NotImplementedError) as error:
+        torch.linalg.eigvalsh(x)  # the line the message names
+    message = str(error.value)
+    assert "`aten._linalg_eigh.default` is not supported on the ttpu device" in message
+    assert "test_device.py:" in message and "ttpu.allow_cpu_fallback()" in message
+    ttpu.allow_cpu_fallback()
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            values = torch.linalg.eigvalsh(x)
+        assert values.device.type == "ttpu"
+        assert_matches(values.cpu(), torch.linalg.eigvalsh(x.cpu()))
+        assert any("ran on the CPU" in str(w.message) for w in caught)
+        assert torch.ttpu.stats()["fallbacks"].get("aten._linalg_eigh.default", 0) >= 1
+    finally:
+        ttpu.allow_cpu_fallback(False)
+
+
+def test_several_devices_are_separate():
+    # The device count is fixed when the device starts: another process with 4 CPU devices.
+    import os
+    import subprocess
+    import sys
+
+    script = """
+import torch, ttpu
+assert torch.ttpu.device_count() == 4
+x = torch.ones(3, device="ttpu:0")
+y = x.to("ttpu:3")
+assert y.device == torch.device("ttpu", 3), y.device
+assert (y + 1).cpu().tolist() == [2.0, 2.0, 2.0]
+try:
+    x + y
+except RuntimeError as error:
+    assert "ttpu:0 and ttpu:3" in str(error), error
+else:
+    raise AssertionError("mixing devices must fail")
+print("ok")
+"""
+    env = dict(os.environ, TTPU_DEVICES="4")
+    result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-2000:]
