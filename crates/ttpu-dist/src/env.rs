@@ -8,14 +8,18 @@
 //! coordination service and torchrun's `TCPStore` speak protocols of their own, so a bare
 //! `host:port` from them is refused with what to set instead. The local devices come from
 //! `JAX_LOCAL_DEVICE_IDS`, else torchrun's `LOCAL_RANK`. `TTPU_RUN_ID` (else torchrun's
-//! `TORCHELASTIC_RUN_ID`) names the job inside a store that several jobs share.
+//! `TORCHELASTIC_RUN_ID`) names the job inside a store that several jobs share, and
+//! `TTPU_CLIENT_OPTIONS` (`name=value,...`) adds create options for the plugin (the CUDA plugin's
+//! `enable_mock_nccl=true`, say).
 //!
 //! A job of one process is no job: the result is `None` and the runtime runs alone.
+
+use ttpu_runtime::NamedValue;
 
 use crate::Error;
 
 /// A process's place in its job, as its environment gives it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Launch {
     /// This process's index.
     pub process_index: usize,
@@ -29,6 +33,8 @@ pub struct Launch {
     /// The job's name inside a shared store (`TTPU_RUN_ID`, `TORCHELASTIC_RUN_ID`): every key is
     /// prefixed with it.
     pub run_id: Option<String>,
+    /// More create options for the plugin (`TTPU_CLIENT_OPTIONS`).
+    pub client_options: Vec<(String, NamedValue)>,
     /// The convention the place came from (`TTPU_*`, `JAX_*` or `torchrun`), for messages.
     pub convention: &'static str,
 }
@@ -120,8 +126,34 @@ impl Launch {
             (None, None) => None,
         };
         let run_id = var("TTPU_RUN_ID").or_else(|| var("TORCHELASTIC_RUN_ID"));
-        Ok(Some(Launch { process_index, process_count, store, visible_devices, run_id, convention }))
+        let client_options =
+            var("TTPU_CLIENT_OPTIONS").map(|text| client_options(&text)).transpose()?.unwrap_or_default();
+        Ok(Some(Launch { process_index, process_count, store, visible_devices, run_id, client_options, convention }))
     }
+}
+
+/// `TTPU_CLIENT_OPTIONS`: `name=value` pairs split by commas; a value is `true`/`false`, an
+/// integer, a number with a fraction, or else a string.
+fn client_options(text: &str) -> Result<Vec<(String, NamedValue)>, Error> {
+    text.split(',')
+        .filter(|pair| !pair.trim().is_empty())
+        .map(|pair| {
+            let (name, value) = pair.split_once('=').ok_or_else(|| Error::Environment {
+                message: format!("TTPU_CLIENT_OPTIONS: expected NAME=VALUE, found `{pair}`"),
+            })?;
+            let value = value.trim();
+            let value = match value {
+                "true" => NamedValue::Bool(true),
+                "false" => NamedValue::Bool(false),
+                _ => match (value.parse::<i64>(), value.parse::<f32>()) {
+                    (Ok(int), _) => NamedValue::Int64(int),
+                    (Err(_), Ok(float)) => NamedValue::Float(float),
+                    _ => NamedValue::String(value.to_owned()),
+                },
+            };
+            Ok((name.trim().to_owned(), value))
+        })
+        .collect()
 }
 
 /// `value` of variable `name` as a store address, or why it is not one.
@@ -166,6 +198,7 @@ mod tests {
                 store: "file:///tmp/job".into(),
                 visible_devices: None,
                 run_id: Some("run7".into()),
+                client_options: Vec::new(),
                 convention: "TTPU_*",
             }))
         );
@@ -187,11 +220,21 @@ mod tests {
             ("MASTER_PORT", "29500"),
             ("TTPU_COORDINATOR", "redis://10.0.0.1:6379"),
             ("TORCHELASTIC_RUN_ID", "elastic-1"),
+            ("TTPU_CLIENT_OPTIONS", "enable_mock_nccl=true, mock_gpu_topology=2x1x1,memory_fraction=0.5,num=3"),
         ])
         .expect("valid")
         .expect("a job");
         assert_eq!((torchrun.process_index, torchrun.process_count, torchrun.convention), (3, 4, "torchrun"));
         assert_eq!((torchrun.visible_devices, torchrun.run_id), (Some(vec![1]), Some("elastic-1".into())));
+        assert_eq!(
+            torchrun.client_options,
+            [
+                ("enable_mock_nccl".to_owned(), NamedValue::Bool(true)),
+                ("mock_gpu_topology".to_owned(), NamedValue::String("2x1x1".into())),
+                ("memory_fraction".to_owned(), NamedValue::Float(0.5)),
+                ("num".to_owned(), NamedValue::Int64(3)),
+            ]
+        );
         // ttpu's variables win over the others.
         let both = launch(&[
             ("TTPU_PROCESS_ID", "0"),
@@ -251,6 +294,15 @@ mod tests {
                 ("JAX_LOCAL_DEVICE_IDS", "0,a")
             ]),
             Err("launch environment: JAX_LOCAL_DEVICE_IDS=`0,a` is not a list of device numbers".into())
+        );
+        assert_eq!(
+            launch(&[
+                ("RANK", "0"),
+                ("WORLD_SIZE", "2"),
+                ("TTPU_COORDINATOR", "file:///tmp/x"),
+                ("TTPU_CLIENT_OPTIONS", "enable_mock_nccl")
+            ]),
+            Err("launch environment: TTPU_CLIENT_OPTIONS: expected NAME=VALUE, found `enable_mock_nccl`".into())
         );
     }
 }

@@ -1,8 +1,9 @@
 //! `ttpu launch -n N -- COMMAND...`: N local processes of one job, meeting in a fresh `file://`
 //! store.
 //!
-//! Process `i` gets `TTPU_COORDINATOR=file://<store>`, `TTPU_NUM_PROCESSES=N` and
-//! `TTPU_PROCESS_ID=i`; its standard output and error are passed on line by line with `[i] `
+//! Process `i` gets `TTPU_COORDINATOR=file://<store>`, `TTPU_NUM_PROCESSES=N`,
+//! `TTPU_PROCESS_ID=i` and, as torchrun sets it, `LOCAL_RANK=i` (a GPU plugin then gives process
+//! `i` the host's GPU `i`; `JAX_LOCAL_DEVICE_IDS` overrides it); its standard output and error are passed on line by line with `[i] `
 //! in front. The store is a new directory under the system's temporary directory, removed when
 //! the job ends. A process that fails ends the job: the others are stopped (they would otherwise
 //! wait for it until their timeout), and the launcher reports the first failure.
@@ -18,6 +19,10 @@ use crate::Error;
 
 /// The most processes one launch starts.
 pub const MAX_PROCESSES: usize = 1024;
+
+/// How long the launcher still copies output once every process has exited (left-behind
+/// children of theirs may hold the pipes open).
+const OUTPUT_GRACE: Duration = Duration::from_secs(2);
 
 /// How a launched job ended.
 #[derive(Debug)]
@@ -63,6 +68,7 @@ pub fn launch(processes: usize, command: &[OsString]) -> Result<Outcome, Error> 
             .env("TTPU_COORDINATOR", &address)
             .env("TTPU_NUM_PROCESSES", processes.to_string())
             .env("TTPU_PROCESS_ID", index.to_string())
+            .env("LOCAL_RANK", index.to_string())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -90,8 +96,18 @@ pub fn launch(processes: usize, command: &[OsString]) -> Result<Outcome, Error> 
         children.push(child);
     }
     let outcome = wait_all(&mut children);
+    // The copies end when every holder of the pipes has closed them: the children, and any
+    // process they left behind. Those may live on, so the wait for them is bounded.
+    let start = std::time::Instant::now();
+    while printers.iter().any(|printer| !printer.is_finished()) && start.elapsed() < OUTPUT_GRACE {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     for printer in printers {
-        let _ = printer.join();
+        if printer.is_finished() {
+            let _ = printer.join();
+        } else {
+            tracing::debug!("a process the job left behind still holds its output");
+        }
     }
     if let Err(error) = std::fs::remove_dir_all(&store) {
         tracing::warn!(%error, store = %store.display(), "could not remove the job's store");
@@ -152,7 +168,7 @@ fn wait_all(children: &mut [Child]) -> Result<Outcome, Error> {
                 statuses[index] = Some(status);
                 if !status.success() && first_failure.is_none() {
                     first_failure = Some(index);
-                    tracing::warn!(index, %status, "a process of the job failed; stopping the others");
+                    tracing::debug!(index, %status, "a process of the job failed; stopping the others");
                     stop(children);
                 }
             }

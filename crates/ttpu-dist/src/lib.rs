@@ -137,6 +137,7 @@ impl Launch {
             store,
             timeout,
             visible_devices: self.visible_devices.clone(),
+            client_options: self.client_options.clone(),
         })
     }
 }

@@ -41,7 +41,7 @@ impl Drop for StoreDir {
 fn place(process_index: usize, store: Arc<dyn KvStore>, timeout: Duration) -> RuntimeOptions {
     RuntimeOptions {
         devices: Some(4),
-        distributed: Some(Distributed { process_index, process_count: 2, store, timeout, visible_devices: None }),
+        distributed: Some(Distributed { timeout, ..Distributed::new(process_index, 2, store) }),
         ..RuntimeOptions::default()
     }
 }

@@ -45,13 +45,24 @@ pub struct Distributed {
     /// option): `[LOCAL_RANK]` for one process per GPU. `None`: the plugin's default, every GPU
     /// of the host.
     pub visible_devices: Option<Vec<usize>>,
+    /// More create options for the plugin, after the ones that place the process (the CUDA
+    /// plugin's `enable_mock_nccl`, say, to run a job of several processes on one GPU). A name
+    /// the plugin does not know is its error.
+    pub client_options: Vec<(String, NamedValue)>,
 }
 
 impl Distributed {
     /// Process `process_index` of `process_count`, sharing `store`, with the default timeout
     /// and every local device.
     pub fn new(process_index: usize, process_count: usize, store: Arc<dyn KvStore>) -> Distributed {
-        Distributed { process_index, process_count, store, timeout: DEFAULT_PEER_TIMEOUT, visible_devices: None }
+        Distributed {
+            process_index,
+            process_count,
+            store,
+            timeout: DEFAULT_PEER_TIMEOUT,
+            visible_devices: None,
+            client_options: Vec::new(),
+        }
     }
 }
 
@@ -63,9 +74,11 @@ impl PartialEq for Distributed {
             && Arc::ptr_eq(&self.store, &other.store)
             && self.timeout == other.timeout
             && self.visible_devices == other.visible_devices
+            && self.client_options == other.client_options
     }
 }
 
+// Equality is an equivalence but for a NaN float create option, which no plugin takes.
 impl Eq for Distributed {}
 
 impl fmt::Debug for Distributed {
@@ -76,6 +89,7 @@ impl fmt::Debug for Distributed {
             .field("store", &self.store)
             .field("timeout", &self.timeout)
             .field("visible_devices", &self.visible_devices)
+            .field("client_options", &self.client_options)
             .finish()
     }
 }
@@ -98,7 +112,8 @@ fn unknown_option(error: &ttpu_pjrt::Error) -> bool {
 /// A client of the job: the CPU plugin's options (`process_id`, with `cpu_device_count` when a
 /// count is asked for), else the GPU plugins' (`node_id`, `num_nodes`, `visible_devices`), each
 /// with the store behind all three callbacks. Only a refusal of an option's name moves on to the
-/// next set; any other failure (a peer that never comes, say) is the answer.
+/// next set; any other failure (a peer that never comes, say) is the answer. The caller's extra
+/// options go with both sets.
 pub(crate) fn create_client(plugin: &Plugin, devices: Option<usize>, place: &Distributed) -> Result<Client> {
     let int = |value: usize| NamedValue::Int64(i64::try_from(value).unwrap_or(i64::MAX));
     let mut cpu = vec![("asynchronous", NamedValue::Bool(false)), ("process_id", int(place.process_index))];
@@ -109,6 +124,10 @@ pub(crate) fn create_client(plugin: &Plugin, devices: Option<usize>, place: &Dis
     if let Some(visible) = &place.visible_devices {
         let ids = visible.iter().map(|&index| i64::try_from(index).unwrap_or(i64::MAX)).collect();
         gpu.push(("visible_devices", NamedValue::Int64List(ids)));
+    }
+    for (name, value) in &place.client_options {
+        cpu.push((name.as_str(), value.clone()));
+        gpu.push((name.as_str(), value.clone()));
     }
     let mut refusals = Vec::new();
     for options in [cpu, gpu] {

@@ -19,7 +19,7 @@ const ALLOWED_EDGES: &[(&str, &[&str])] = &[
     ("ttpu-runtime", &["ttpu-ir", "ttpu-stablehlo", "ttpu-pjrt"]),
     ("ttpu-eager", &["ttpu-ir", "ttpu-torch", "ttpu-fuse", "ttpu-runtime"]),
     ("ttpu-dist", &["ttpu-runtime"]),
-    ("ttpu", &["ttpu-ir", "ttpu-fx", "ttpu-fuse", "ttpu-stablehlo", "ttpu-runtime"]),
+    ("ttpu", &["ttpu-ir", "ttpu-fx", "ttpu-fuse", "ttpu-stablehlo", "ttpu-runtime", "ttpu-dist"]),
     ("ttpu-filetest", &[]),
     ("ttpu-py", &["ttpu"]),
     ("xtask", &[]),
