@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use ttpu_dist::{FileStore, KvStore};
 use ttpu_ir::{BinaryOp, DType, Graph, GraphBuilder, Mesh, ProgramSharding, Shape, Sharding, TensorType};
-use ttpu_runtime::{CompileSpec, Distributed, HostTensor, Runtime, RuntimeOptions};
+use ttpu_runtime::{CacheSource, CompileSpec, Distributed, HostTensor, Runtime, RuntimeOptions};
 
 /// A store directory of its own, removed on drop.
 struct StoreDir(PathBuf);
@@ -132,6 +132,31 @@ fn two_processes_find_each_other_and_lay_a_2x4_mesh_over_their_devices() {
         first.upload(&x, 5).expect_err("process 1's device").to_string(),
         "device 5 (id 2049) belongs to process 1; process 0 can only use its own devices"
     );
+    // The job's layout is part of the disk cache's key: a program compiled in the job is never
+    // served to a single process with the same device ids, nor the other way round.
+    let cache = dir.0.join("compiled");
+    let alone =
+        Runtime::from_plugin_or_default(None, &RuntimeOptions { devices: Some(4), ..RuntimeOptions::default() })
+            .unwrap_or_else(|error| panic!("{error}"));
+    let on_device_0 = CompileSpec::on(0);
+    for (runtime, expected) in
+        [(&first, CacheSource::Compiled), (&alone, CacheSource::Compiled), (&alone, CacheSource::Memory)]
+    {
+        runtime.set_disk_cache(&cache).expect("a cache folder");
+        let (_, info) = runtime
+            .executable_with_info(&graph, &on_device_0, || Ok::<_, ttpu_runtime::Error>(graph.clone()))
+            .unwrap_or_else(|error| panic!("{error}"));
+        assert_eq!(info.source, expected);
+    }
+    let again =
+        Runtime::from_plugin_or_default(None, &RuntimeOptions { devices: Some(4), ..RuntimeOptions::default() })
+            .unwrap_or_else(|error| panic!("{error}"));
+    again.set_disk_cache(&cache).expect("a cache folder");
+    let (_, info) = again
+        .executable_with_info(&graph, &on_device_0, || Ok::<_, ttpu_runtime::Error>(graph.clone()))
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(info.source, CacheSource::Disk, "a second single process finds the first one's entry");
+
     let repeated = CompileSpec { devices: vec![0, 1, 0], ..CompileSpec::default() };
     assert_eq!(
         first.graph_executable(&graph, &repeated).expect_err("a device twice").to_string(),

@@ -241,6 +241,48 @@ mod tests {
         }
     }
 
+    /// A store in memory, enough for one thread.
+    #[derive(Debug, Default)]
+    struct Memory(std::sync::Mutex<std::collections::HashMap<String, Vec<u8>>>);
+
+    impl KvStore for Memory {
+        fn put(&self, key: &str, value: &[u8]) -> Result<(), ttpu_pjrt::KvError> {
+            self.0.lock().expect("not poisoned").insert(key.to_owned(), value.to_vec());
+            Ok(())
+        }
+
+        fn get(&self, key: &str, timeout: Duration) -> Result<Vec<u8>, ttpu_pjrt::KvError> {
+            self.try_get(key)?.ok_or_else(|| ttpu_pjrt::KvError::Timeout {
+                key: key.to_owned(),
+                waited: timeout,
+                store: "memory".to_owned(),
+            })
+        }
+
+        fn try_get(&self, key: &str) -> Result<Option<Vec<u8>>, ttpu_pjrt::KvError> {
+            Ok(self.0.lock().expect("not poisoned").get(key).cloned())
+        }
+    }
+
+    #[test]
+    fn the_exchanged_list_is_sorted_and_checked_against_the_plugins() {
+        let store = Arc::new(Memory::default());
+        store.put(&devices_key(0), b"processes=2 devices=3,1").expect("put");
+        let place = Distributed::new(1, 2, store);
+        let device = |process, id| GlobalDevice { process, id };
+        // A plugin that lists its own devices only (the CPU plugin) is not a reference.
+        let global = global_devices(&place, &[2049, 2048], &[device(1, 2049), device(1, 2048)]).expect("agreed");
+        assert_eq!(global, [device(0, 1), device(0, 3), device(1, 2048), device(1, 2049)]);
+        // A plugin that lists the job's devices (a GPU plugin) must list every published one.
+        let listed = [device(0, 1), device(0, 3), device(1, 2048), device(1, 2049)];
+        assert!(global_devices(&place, &[2048, 2049], &listed).is_ok());
+        let listed = [device(0, 1), device(0, 2), device(1, 2048), device(1, 2049)];
+        assert_eq!(
+            global_devices(&place, &[2048, 2049], &listed).expect_err("id 3 is not listed").to_string(),
+            "process 0 uses device 3, which the plugin does not list as that process's"
+        );
+    }
+
     #[test]
     fn duplicate_ids_are_refused_with_both_processes() {
         let devices = |pairs: &[(usize, i32)]| -> Vec<GlobalDevice> {
