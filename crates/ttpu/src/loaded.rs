@@ -260,6 +260,17 @@ impl LoadedModel {
             None => runtime.local_devices()[..replicas].to_vec(),
         };
         let local: Vec<usize> = (0..replicas).filter(|&position| runtime.is_local(devices[position])).collect();
+        if let (Some(parallelism), true) = (&parallelism, local.is_empty()) {
+            return Err(Error::Sharding {
+                message: format!(
+                    "mesh {} takes devices 0..{replicas} of the job's {}, none of them process {}'s: a mesh spans every \
+                     process's devices",
+                    parallelism.mesh,
+                    runtime.device_count(),
+                    runtime.process_index()
+                ),
+            });
+        }
         let signature = model.signature();
         let weight_tensors = bind_part(signature, weights, false)?;
         let weight_shapes: Vec<Option<Vec<i64>>> =

@@ -2,7 +2,8 @@
 //! `TTPU_*` variables meet in a `file://` store, agree on the devices `[0..3, 2048..2051]` of a
 //! `dp=2,tp=4` mesh and both end in ttpu's error for the CPU plugin's limit; `ttpu launch` sets
 //! those variables, prefixes each process's lines, removes its store and stops the job at the
-//! first failure; a launch environment that is incomplete is refused with what to set.
+//! first failure; a launch environment that is incomplete is refused with what to set. In a
+//! job, a sharded model keeps only its own devices' shards in each process.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -169,6 +170,68 @@ fn an_incomplete_launch_environment_is_refused_with_what_to_set() {
     assert!(
         uneven.contains("the job's 3 devices (--devices or --mesh) do not split evenly over its 2 processes"),
         "{uneven}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn each_process_of_a_job_keeps_only_its_own_shards() {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use ttpu::{Distributed, Mesh, Parallelism, Plan, Runtime, RuntimeOptions, Session, read_safetensors};
+
+    let dir = scratch("shards");
+    let store: Arc<dyn ttpu::KvStore> = Arc::new(ttpu_dist::FileStore::open(&dir.join("store")).expect("a store"));
+    let options = |process| RuntimeOptions {
+        devices: Some(4),
+        distributed: Some(Distributed {
+            timeout: Duration::from_secs(120),
+            ..Distributed::new(process, 2, Arc::clone(&store))
+        }),
+        ..RuntimeOptions::default()
+    };
+    let peer = {
+        let options = options(0);
+        std::thread::spawn(move || Runtime::from_plugin_or_default(None, &options))
+    };
+    let runtime = Runtime::from_plugin_or_default(None, &options(1)).unwrap_or_else(|error| panic!("{error}"));
+    let _process_0 = peer.join().expect("process 0's thread").unwrap_or_else(|error| panic!("{error}"));
+
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/mlp");
+    let source = std::fs::read_to_string(root.join("model.fx")).expect("the model");
+    let weights = read_safetensors(&root.join("weights.safetensors")).expect("the weights");
+    let total: usize = weights.values().map(|tensor| tensor.data.len()).sum();
+    let session = Session::with_runtime(runtime);
+    let model = session.load_model(&source, "model.fx").expect("imports");
+    let mesh = Mesh::parse("dp=2,tp=4").expect("a mesh");
+
+    // Replicated weights: process 1 holds them whole on each of its four devices.
+    let ddp = Parallelism::new(Some(mesh.clone()), None, Plan::Ddp).expect("a plan");
+    let loaded = session.shard(&model, &weights, &ddp).unwrap_or_else(|error| panic!("{error}"));
+    for (key, tensor) in &weights {
+        assert_eq!(&loaded.state(key, 0).expect("whole on every device"), tensor, "{key}");
+    }
+
+    // Split weights (fsdp: every weight of the MLP divides by 8): process 1 keeps the four
+    // eighths of its devices, and a whole weight is not in any one process.
+    let fsdp = Parallelism::new(Some(mesh), None, Plan::Fsdp).expect("a plan");
+    let loaded = session.shard(&model, &weights, &fsdp).unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(loaded.resident_bytes_per_device().expect("sizes"), total / 8);
+    let key = weights.keys().next().expect("a weight");
+    assert_eq!(
+        loaded.state(key, 0).expect_err("half the rows lie in process 0").to_string(),
+        "sharding: the block of mesh devices [0] is on none of the devices given; a tensor split over other \
+         processes' devices is read through a replicated (all-gathered) output of the program"
+    );
+
+    // A mesh of process 0's devices alone leaves process 1 nothing to run.
+    let small = Parallelism::new(Some(Mesh::one_d(4).expect("a mesh")), None, Plan::Ddp).expect("a plan");
+    let error = session.shard(&model, &weights, &small).err().expect("no device of process 1");
+    assert_eq!(
+        error.to_string(),
+        "sharding: mesh devices=4 takes devices 0..4 of the job's 8, none of them process 1's: a mesh spans every \
+         process's devices"
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
