@@ -19,7 +19,8 @@ use std::process::Command;
 use anyhow::{Context, Result, bail};
 use sha2::{Digest, Sha256};
 
-/// Debian packages that `melior`/`mlir-sys` need to build and link.
+/// Debian packages that `melior`/`mlir-sys` need to build and link, and the Redis server the
+/// key-value store tests start on a loopback port (`crates/ttpu-dist/tests/stores.rs`).
 const APT_PACKAGES: &[&str] = &[
     "libmlir-22-dev",
     "mlir-22-tools",
@@ -29,6 +30,7 @@ const APT_PACKAGES: &[&str] = &[
     "libzstd-dev",
     "libz3-dev",
     "libxml2-dev",
+    "redis-server",
 ];
 
 /// The default CPU plugin: the fastest one measured (PJRT C API 0.115, XLA of jaxlib 0.11.2).

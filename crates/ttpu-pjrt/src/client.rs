@@ -4,12 +4,13 @@
 use std::fmt;
 use std::ptr::NonNull;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::buffer::{Buffer, ElementType, HostBuffer, dense_byte_size};
 use crate::compile_options::CompileOptions;
 use crate::error::{Error, Result};
 use crate::executable::LoadedExecutable;
+use crate::kv::{KvStore, StoreHandle, kv_get, kv_put, kv_try_get};
 use crate::plugin::{Api, Args, Event, NamedValue, Plugin, RawNamedValues, api_fn, string_from_raw};
 use crate::sys;
 
@@ -18,6 +19,10 @@ use crate::sys;
 pub(crate) struct ClientInner {
     pub(crate) api: &'static Api,
     pub(crate) raw: NonNull<sys::PJRT_Client>,
+    /// The key-value store the plugin calls back into, for as long as the client lives (the
+    /// CUDA plugin uses it after creation, at a program's first collective). Dropped after the
+    /// client is destroyed, since fields drop after `Drop::drop`.
+    _store: Option<Box<StoreHandle>>,
 }
 
 // SAFETY: the PJRT C API is thread-safe: a client may be used from any thread
@@ -90,20 +95,48 @@ impl Client {
     /// plugin: the 0.81 CPU plugin ignores it, the 0.115 CPU plugin and the
     /// GPU plugins report an [`Error::Plugin`] naming it.
     pub fn with_options(plugin: &Plugin, options: &[(&str, NamedValue)]) -> Result<Client> {
+        Self::create(plugin, options, None)
+    }
+
+    /// Creates a client of a multi-process job: plugin-specific create options (the process's
+    /// place in the job, such as `node_id`/`num_nodes` for the GPU plugins or `process_id` for
+    /// the CPU plugin) and the job's key-value store, reached through all three callbacks
+    /// (`kv_get`, `kv_try_get`, `kv_put`). The client keeps `store` alive as long as it lives.
+    /// A `kv_get` waits at most `max_wait`, whatever timeout the plugin asks for, so a peer that
+    /// never comes ends in an error naming the key.
+    pub fn with_store(
+        plugin: &Plugin,
+        options: &[(&str, NamedValue)],
+        store: Arc<dyn KvStore>,
+        max_wait: Duration,
+    ) -> Result<Client> {
+        Self::create(plugin, options, Some(Box::new(StoreHandle { store, max_wait })))
+    }
+
+    fn create(plugin: &Plugin, options: &[(&str, NamedValue)], store: Option<Box<StoreHandle>>) -> Result<Client> {
         let api = plugin.api();
         let f = api_fn!(api, PJRT_Client_Create)?;
         let raw_options = RawNamedValues::new(options);
         let mut args = sys::PJRT_Client_Create_Args::sized();
         args.create_options = raw_options.as_ptr();
         args.num_options = raw_options.len();
-        // SAFETY: `create_options` is null or points to `num_options`
-        // encoded values whose names and values borrow from `options`; both
-        // outlive the call. No callbacks (all null); only `client` is
-        // written.
+        if let Some(store) = &store {
+            let user_arg = std::ptr::from_ref::<StoreHandle>(store).cast_mut().cast();
+            args.kv_get_callback = Some(kv_get);
+            args.kv_get_user_arg = user_arg;
+            args.kv_try_get_callback = Some(kv_try_get);
+            args.kv_try_get_user_arg = user_arg;
+            args.kv_put_callback = Some(kv_put);
+            args.kv_put_user_arg = user_arg;
+        }
+        // SAFETY: `create_options` is null or points to `num_options` encoded values whose names
+        // and values borrow from `options`; both outlive the call. The callbacks' `user_arg` is
+        // the boxed store, which the client owns from here on and drops only after the plugin's
+        // client is destroyed; the callbacks only read it through `&`. Only `client` is written.
         unsafe { api.call(f, &mut args) }?;
         let raw =
             NonNull::new(args.client).ok_or_else(|| Error::Contract("PJRT_Client_Create returned no client".into()))?;
-        Ok(Client { inner: Arc::new(ClientInner { api, raw }), plugin: plugin.clone() })
+        Ok(Client { inner: Arc::new(ClientInner { api, raw, _store: store }), plugin: plugin.clone() })
     }
 
     /// The plugin this client was created from.
@@ -141,7 +174,20 @@ impl Client {
         Ok(unsafe { string_from_raw(args.platform_version, args.platform_version_size) })
     }
 
-    /// All devices visible to the runtime.
+    /// The index of this client's process in its job (`PJRT_Client_ProcessIndex`): 0 for a
+    /// client of one process.
+    pub fn process_index(&self) -> Result<i32> {
+        let f = api_fn!(self.api(), PJRT_Client_ProcessIndex)?;
+        let mut args = sys::PJRT_Client_ProcessIndex_Args::sized();
+        args.client = self.raw();
+        // SAFETY: `client` is alive (owned by `self`).
+        unsafe { self.api().call(f, &mut args) }?;
+        Ok(args.process_index)
+    }
+
+    /// All devices visible to the runtime: with a multi-process client, those of other
+    /// processes too where the plugin lists them (the GPU plugins do, the CPU plugin lists its
+    /// own only).
     pub fn devices(&self) -> Result<Vec<Device>> {
         let f = api_fn!(self.api(), PJRT_Client_Devices)?;
         let mut args = sys::PJRT_Client_Devices_Args::sized();
@@ -350,6 +396,18 @@ impl Device {
         // SAFETY: the description is owned by the device, alive as above.
         unsafe { api.call(f, &mut args) }?;
         Ok(args.id)
+    }
+
+    /// The index of the process whose client can issue work to this device
+    /// (`PJRT_DeviceDescription_ProcessIndex`).
+    pub fn process_index(&self) -> Result<i32> {
+        let api = self.client.api;
+        let f = api_fn!(api, PJRT_DeviceDescription_ProcessIndex)?;
+        let mut args = sys::PJRT_DeviceDescription_ProcessIndex_Args::sized();
+        args.device_description = self.description()?;
+        // SAFETY: the description is owned by the device, alive as above.
+        unsafe { api.call(f, &mut args) }?;
+        Ok(args.process_index)
     }
 
     /// The device kind, e.g. `"cpu"`.

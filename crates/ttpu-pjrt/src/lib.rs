@@ -4,7 +4,8 @@
 //! run it on a device. This crate loads a plugin ([`Plugin`]), creates a
 //! runtime ([`Client`]), compiles MLIR text ([`LoadedExecutable`]), moves
 //! dense arrays between host and device ([`Buffer`], [`HostBuffer`]) and
-//! executes. It knows nothing of the compiler's tensor IR.
+//! executes. It knows nothing of the compiler's tensor IR. A client of a job
+//! of several processes takes the job's [`KvStore`] ([`Client::with_store`]).
 //!
 //! We own the binding instead of using the `pjrt` crate because that speaks
 //! API 0.54, which current plugins reject. Structs are generated from the
@@ -24,6 +25,7 @@ mod client;
 mod compile_options;
 mod error;
 mod executable;
+mod kv;
 mod plugin;
 mod sys;
 
@@ -35,6 +37,7 @@ pub use client::{Client, Device};
 pub use compile_options::{CompileOptions, OptionValue};
 pub use error::{Error, ErrorCode, Result};
 pub use executable::LoadedExecutable;
+pub use kv::{KvError, KvStore};
 pub use plugin::{NamedValue, Plugin};
 
 /// `(major, minor)` of the PJRT C API header this binding is generated from.

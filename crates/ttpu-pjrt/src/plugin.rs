@@ -105,6 +105,11 @@ args_structs! {
     PJRT_Buffer_IsDeleted_Args => PJRT_Buffer_IsDeleted_Args_STRUCT_SIZE,
     PJRT_Buffer_Device_Args => PJRT_Buffer_Device_Args_STRUCT_SIZE,
     PJRT_LoadedExecutable_AddressableDevices_Args => PJRT_LoadedExecutable_AddressableDevices_Args_STRUCT_SIZE,
+    PJRT_Client_ProcessIndex_Args => PJRT_Client_ProcessIndex_Args_STRUCT_SIZE,
+    PJRT_DeviceDescription_ProcessIndex_Args => PJRT_DeviceDescription_ProcessIndex_Args_STRUCT_SIZE,
+    PJRT_KeyValueGetCallback_Args => PJRT_KeyValueGetCallback_Args_STRUCT_SIZE,
+    PJRT_KeyValueTryGetCallback_Args => PJRT_KeyValueTryGetCallback_Args_STRUCT_SIZE,
+    PJRT_KeyValuePutCallback_Args => PJRT_KeyValuePutCallback_Args_STRUCT_SIZE,
 }
 
 /// Signature shared by nearly every C API function.

@@ -325,3 +325,54 @@ fn a_file_that_is_not_a_plugin_is_a_load_error() {
     std::fs::remove_dir_all(&dir).expect("clean up");
     assert!(text.starts_with(&format!("failed to load pjrt plugin {}: ", path.display())), "{text}");
 }
+
+/// A store in memory for one test process: enough for the CPU plugin, which takes the callbacks
+/// but never calls them.
+#[derive(Debug, Default)]
+struct MemoryStore(std::sync::Mutex<std::collections::HashMap<String, Vec<u8>>>);
+
+impl ttpu_pjrt::KvStore for MemoryStore {
+    fn put(&self, key: &str, value: &[u8]) -> Result<(), ttpu_pjrt::KvError> {
+        self.0.lock().expect("not poisoned").insert(key.to_owned(), value.to_vec());
+        Ok(())
+    }
+
+    fn get(&self, key: &str, timeout: std::time::Duration) -> Result<Vec<u8>, ttpu_pjrt::KvError> {
+        self.try_get(key)?.ok_or_else(|| ttpu_pjrt::KvError::Timeout {
+            key: key.to_owned(),
+            waited: timeout,
+            store: "memory".to_owned(),
+        })
+    }
+
+    fn try_get(&self, key: &str) -> Result<Option<Vec<u8>>, ttpu_pjrt::KvError> {
+        Ok(self.0.lock().expect("not poisoned").get(key).cloned())
+    }
+}
+
+#[test]
+fn a_client_of_a_multi_process_job_numbers_its_devices_by_process() {
+    let plugin = plugin();
+    let store = std::sync::Arc::new(MemoryStore::default());
+    let options = [("cpu_device_count", NamedValue::Int64(2)), ("process_id", NamedValue::Int64(1))];
+    let client = Client::with_store(&plugin, &options, store.clone(), std::time::Duration::from_secs(1))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let ids: Vec<i32> = client.addressable_devices().expect("devices").iter().map(|d| d.id().expect("id")).collect();
+    assert_eq!(ids, [2048, 2049]);
+    let listed: Vec<i32> = client.devices().expect("devices").iter().map(|d| d.id().expect("id")).collect();
+    assert_eq!(listed, [2048, 2049], "the CPU plugin lists its own devices only");
+    let processes: Vec<i32> =
+        client.devices().expect("devices").iter().map(|d| d.process_index().expect("process")).collect();
+    assert_eq!((client.process_index().expect("process index"), processes), (1, vec![1, 1]));
+    check_add(&client);
+    // The CPU plugin runs nothing across processes: naming another process's device (0) fails.
+    let options = ttpu_pjrt::CompileOptions::partitioned(&[0, 2048]);
+    let error = client.compile_with(ADD_2X3_F32, &options).expect_err("another process's device");
+    assert!(matches!(error, Error::Plugin { code: ErrorCode::InvalidArgument, .. }), "{error:?}");
+    assert_eq!(
+        error.to_string(),
+        "pjrt plugin error (invalid argument): Multiprocess computations aren't implemented on the CPU backend."
+    );
+    drop(client);
+    assert!(store.0.lock().expect("not poisoned").is_empty(), "the CPU plugin never calls the store");
+}

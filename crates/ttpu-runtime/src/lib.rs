@@ -28,6 +28,7 @@
 
 mod cache;
 mod disk;
+mod distributed;
 mod error;
 mod host;
 mod runtime;
@@ -35,6 +36,7 @@ pub mod shard;
 
 pub use cache::{FxHasher, ProgramKey, graph_hash, same_structure};
 pub use disk::DEFAULT_DISK_CACHE_BYTES;
+pub use distributed::{DEFAULT_PEER_TIMEOUT, Distributed, GlobalDevice, KEY_PREFIX, devices_key};
 pub use error::{Error, Result};
 pub use host::{
     HostTensor, TensorMap, byte_size, dtype_from_safetensors, dtype_of_element, element_type, read_safetensors,
@@ -44,7 +46,7 @@ pub use runtime::{
     CACHE_DIR_ENV_VAR, CacheSource, CompileInfo, CompileSpec, Counters, DEFAULT_CACHE_CAPACITY, Executable,
     NOT_SERIALIZABLE_WITH, Runtime, RuntimeOptions, default_disk_cache_dir,
 };
-pub use ttpu_pjrt::{Buffer, ElementType, HostBuffer, OptionValue, find_plugin};
+pub use ttpu_pjrt::{Buffer, ElementType, HostBuffer, KvError, KvStore, NamedValue, OptionValue, find_plugin};
 
 /// StableHLO text of a static `graph`, as the runtime lowers programs it compiles.
 pub fn lower(graph: &ttpu_ir::Graph) -> Result<String> {

@@ -10,6 +10,7 @@ use ttpu_pjrt::{Buffer, Client, CompileOptions, HostBuffer, LoadedExecutable, Na
 
 use crate::cache::{CompileCache, ProgramKey};
 use crate::disk::{DEFAULT_DISK_CACHE_BYTES, DiskCache, plugin_identity};
+use crate::distributed::{Distributed, GlobalDevice};
 use crate::host::{HostTensor, byte_size, element_type};
 use crate::{Error, Result};
 
@@ -28,11 +29,15 @@ pub struct RuntimeOptions {
     pub devices: Option<usize>,
     /// Compiled programs kept in memory (least recently used leave first).
     pub cache_capacity: usize,
+    /// This process's place in a job of several processes, and the job's key-value store; `None`
+    /// for a runtime of one process. With it, `devices` counts this process's devices, and the
+    /// runtime's device indices number every device of the job (see [`Runtime::device_ids`]).
+    pub distributed: Option<Distributed>,
 }
 
 impl Default for RuntimeOptions {
     fn default() -> RuntimeOptions {
-        RuntimeOptions { devices: None, cache_capacity: DEFAULT_CACHE_CAPACITY }
+        RuntimeOptions { devices: None, cache_capacity: DEFAULT_CACHE_CAPACITY, distributed: None }
     }
 }
 
@@ -60,8 +65,10 @@ pub const NOT_SERIALIZABLE_WITH: &[&str] = &["xla_cpu_experimental_onednn_custom
 /// overwrite, and XLA's options. Part of the compile-cache key.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct CompileSpec {
-    /// Runtime device indices, one replica each, in the order
-    /// [`Executable::run_replicated`] takes argument lists; empty means device 0 alone.
+    /// Runtime device indices, one replica (or partition) each, in replica (or mesh) order; empty
+    /// means device 0 alone. Each device appears once. In a job of several processes they may
+    /// name other processes' devices: each process runs its own ones
+    /// ([`Executable::local_devices`]).
     pub devices: Vec<usize>,
     /// `(input, output)` pairs: output `output` is written into input `input`'s buffer, which
     /// each run donates (it is deleted afterwards). Types must match.
@@ -179,8 +186,16 @@ pub struct Runtime {
 struct Inner {
     client: Client,
     plugin_path: PathBuf,
-    devices: Vec<ttpu_pjrt::Device>,
+    /// By runtime device index: this process's devices, `None` for another process's.
+    devices: Vec<Option<ttpu_pjrt::Device>>,
+    /// PJRT ids by runtime device index.
     device_ids: Vec<i32>,
+    /// The process running each device, by runtime device index.
+    device_processes: Vec<usize>,
+    /// This process's devices, as runtime device indices.
+    local: Vec<usize>,
+    process_index: usize,
+    process_count: usize,
     cache: Mutex<CompileCache<Executable>>,
     disk: Mutex<Option<Arc<DiskCache>>>,
     counters: Arc<CounterCells>,
@@ -193,7 +208,15 @@ impl Runtime {
             return Err(ttpu_pjrt::Error::PluginNotFound { path: Some(path.to_owned()) }.into());
         }
         let plugin = Plugin::load(path)?;
-        let client = create_client(&plugin, options.devices)?;
+        if let Some(place) = &options.distributed
+            && place.process_index >= place.process_count
+        {
+            return Err(Error::NoSuchProcess { index: place.process_index, count: place.process_count });
+        }
+        let client = match &options.distributed {
+            Some(place) => crate::distributed::create_client(&plugin, options.devices, place)?,
+            None => create_client(&plugin, options.devices)?,
+        };
         let addressable = client.addressable_devices()?;
         let available = addressable.len();
         let count = options.devices.unwrap_or(available);
@@ -204,11 +227,33 @@ impl Runtime {
                 platform: client.platform_name().unwrap_or_default(),
             });
         }
-        let devices: Vec<ttpu_pjrt::Device> = addressable.into_iter().take(count).collect();
-        let device_ids = devices.iter().map(|device| device.id()).collect::<Result<Vec<i32>, _>>()?;
+        let local_devices: Vec<ttpu_pjrt::Device> = addressable.into_iter().take(count).collect();
+        let local_ids = local_devices.iter().map(|device| device.id()).collect::<Result<Vec<i32>, _>>()?;
+        let (process_index, process_count, global) = match &options.distributed {
+            Some(place) => {
+                let listed = listed_devices(&client);
+                (
+                    place.process_index,
+                    place.process_count,
+                    crate::distributed::global_devices(place, &local_ids, &listed)?,
+                )
+            }
+            None => (0, 1, local_ids.iter().map(|&id| GlobalDevice { process: 0, id }).collect()),
+        };
+        let devices: Vec<Option<ttpu_pjrt::Device>> = global
+            .iter()
+            .map(|device| {
+                let position = local_ids.iter().position(|&id| id == device.id);
+                position.filter(|_| device.process == process_index).map(|position| local_devices[position].clone())
+            })
+            .collect();
+        let local: Vec<usize> = (0..global.len()).filter(|&index| devices[index].is_some()).collect();
+        let device_ids: Vec<i32> = global.iter().map(|device| device.id).collect();
         tracing::debug!(
             platform = %client.platform_name().unwrap_or_default(),
             devices = ?device_ids,
+            process_index,
+            process_count,
             "pjrt runtime ready"
         );
         Ok(Runtime {
@@ -217,6 +262,10 @@ impl Runtime {
                 plugin_path: path.to_owned(),
                 devices,
                 device_ids,
+                device_processes: global.iter().map(|device| device.process).collect(),
+                local,
+                process_index,
+                process_count,
                 cache: Mutex::new(CompileCache::new(options.cache_capacity)),
                 disk: Mutex::new(None),
                 counters: Arc::default(),
@@ -262,14 +311,41 @@ impl Runtime {
         }
     }
 
-    /// Number of devices this runtime uses.
+    /// Number of devices this runtime uses: in a job of several processes, every process's.
     pub fn device_count(&self) -> usize {
         self.inner.devices.len()
     }
 
-    /// PJRT ids of the devices, by runtime device index.
+    /// PJRT ids of the devices, by runtime device index. In a job of several processes these are
+    /// every process's devices, sorted by process and then by id (JAX's order); the same list in
+    /// every process.
     pub fn device_ids(&self) -> &[i32] {
         &self.inner.device_ids
+    }
+
+    /// This process's index in its job (0 alone).
+    pub fn process_index(&self) -> usize {
+        self.inner.process_index
+    }
+
+    /// Processes in the job (1 alone).
+    pub fn process_count(&self) -> usize {
+        self.inner.process_count
+    }
+
+    /// The runtime device indices of this process's devices, in order.
+    pub fn local_devices(&self) -> &[usize] {
+        &self.inner.local
+    }
+
+    /// The process that runs device `index`.
+    pub fn device_process(&self, index: usize) -> Option<usize> {
+        self.inner.device_processes.get(index).copied()
+    }
+
+    /// Whether device `index` is this process's.
+    pub fn is_local(&self, index: usize) -> bool {
+        self.inner.devices.get(index).is_some_and(Option::is_some)
     }
 
     /// Whether two handles are the same runtime.
@@ -278,7 +354,42 @@ impl Runtime {
     }
 
     fn device(&self, index: usize) -> Result<&ttpu_pjrt::Device> {
-        self.inner.devices.get(index).ok_or(Error::NoSuchDevice { index, count: self.inner.devices.len() })
+        match self.inner.devices.get(index) {
+            Some(Some(device)) => Ok(device),
+            Some(None) => Err(Error::NotLocal {
+                index,
+                id: self.inner.device_ids[index],
+                owner: self.inner.device_processes[index],
+                this: self.inner.process_index,
+            }),
+            None => Err(Error::NoSuchDevice { index, count: self.inner.devices.len() }),
+        }
+    }
+
+    /// The PJRT id of device `index`.
+    fn device_id(&self, index: usize) -> Result<i32> {
+        self.inner.device_ids.get(index).copied().ok_or(Error::NoSuchDevice { index, count: self.inner.devices.len() })
+    }
+
+    /// The compile error for `error`: the plugin's own, unless it is the CPU plugin's refusal of
+    /// a program over several processes' devices, which becomes [`Error::CrossProcess`].
+    fn compile_error(&self, error: ttpu_pjrt::Error, devices: &[usize], ids: &[i32]) -> Error {
+        let mut processes: Vec<usize> = devices.iter().filter_map(|&index| self.device_process(index)).collect();
+        processes.sort_unstable();
+        processes.dedup();
+        match &error {
+            ttpu_pjrt::Error::Plugin { message, .. }
+                if processes.len() > 1 && message.contains("Multiprocess computations aren't implemented") =>
+            {
+                Error::CrossProcess {
+                    platform: self.inner.client.platform_name().unwrap_or_default(),
+                    processes: processes.len(),
+                    ids: ids.to_vec(),
+                    source: error,
+                }
+            }
+            _ => error.into(),
+        }
     }
 
     /// Sets how many compiled programs stay in memory.
@@ -301,7 +412,19 @@ impl Runtime {
     /// Also keeps compiled programs in `dir` across processes; storing past `max_bytes` evicts
     /// the least recently used entries.
     pub fn set_disk_cache_with_budget(&self, dir: &Path, max_bytes: u64) -> Result<()> {
-        let identity = plugin_identity(&self.inner.client, &self.inner.plugin_path);
+        let mut identity = plugin_identity(&self.inner.client, &self.inner.plugin_path);
+        // A job of several processes compiles for its own global assignment: its entries never
+        // serve a job of another shape, nor a single process.
+        if self.inner.process_count > 1 {
+            let devices: Vec<String> = self
+                .inner
+                .device_ids
+                .iter()
+                .zip(&self.inner.device_processes)
+                .map(|(id, process)| format!("{id}@{process}"))
+                .collect();
+            identity.push_str(&format!(" processes={} devices={}", self.inner.process_count, devices.join(",")));
+        }
         let disk = DiskCache::new(dir, identity, max_bytes)
             .map_err(|source| Error::DiskCache { path: dir.to_owned(), source })?;
         *self.inner.disk.lock()? = Some(Arc::new(disk));
@@ -370,10 +493,16 @@ impl Runtime {
             }
             .into());
         }
-        let device_ids = devices
+        // Two parts of one program on one device abort the CPU plugin.
+        if let Some(&index) = devices
             .iter()
-            .map(|&index| self.device(index).map(|_| self.inner.device_ids[index]))
-            .collect::<Result<Vec<i32>>>()?;
+            .enumerate()
+            .find_map(|(position, index)| devices[..position].contains(index).then_some(index))
+        {
+            return Err(Error::RepeatedDevice { index, devices }.into());
+        }
+        let device_ids = devices.iter().map(|&index| self.device_id(index)).collect::<Result<Vec<i32>>>()?;
+        let local: Vec<usize> = devices.iter().copied().filter(|&index| self.is_local(index)).collect();
         let start = Instant::now();
         let graph = build()?;
         let lower_options = ttpu_stablehlo::LowerOptions {
@@ -414,7 +543,11 @@ impl Runtime {
             }
             None => {
                 let _span = tracing::info_span!("pjrt_compile").entered();
-                let loaded = self.inner.client.compile_with(&mlir, &options).map_err(Error::from)?;
+                let loaded = self
+                    .inner
+                    .client
+                    .compile_with(&mlir, &options)
+                    .map_err(|error| self.compile_error(error, &devices, &device_ids))?;
                 bump(&counters.compiles, 1);
                 if let Some(disk) = &disk {
                     disk.store(&mlir, &options_bytes, &loaded);
@@ -424,16 +557,18 @@ impl Runtime {
         };
         let compile_s = start.elapsed().as_secs_f64();
         // A deserialized executable keeps the placement it was compiled with; make sure it is
-        // the one asked for before any argument list is matched to it.
+        // the one asked for (this process's part of it) before any argument list is matched to it.
         let placed = loaded.device_ids().map_err(Error::from)?;
-        if placed != device_ids {
-            return Err(Error::Placement { requested: device_ids, actual: placed }.into());
+        let local_ids: Vec<i32> = local.iter().map(|&index| self.inner.device_ids[index]).collect();
+        if placed != local_ids {
+            return Err(Error::Placement { requested: local_ids, actual: placed }.into());
         }
         let mut donated: Vec<usize> = spec.aliases.iter().map(|&(input, _)| input).collect();
         donated.sort_unstable();
         let executable = Arc::new(Executable {
             loaded,
             devices,
+            local,
             donated,
             num_inputs: graph.inputs.len(),
             counters: Arc::clone(&self.inner.counters),
@@ -488,6 +623,7 @@ impl std::fmt::Debug for Runtime {
         f.debug_struct("Runtime")
             .field("plugin", &self.inner.plugin_path)
             .field("devices", &self.inner.device_ids)
+            .field("process", &(self.inner.process_index, self.inner.process_count))
             .finish_non_exhaustive()
     }
 }
@@ -521,19 +657,45 @@ fn create_client(plugin: &Plugin, devices: Option<usize>) -> Result<Client> {
     Err(last.map_or(Error::Poisoned, Error::from))
 }
 
+/// The devices the plugin lists, with their processes; empty where it cannot say.
+fn listed_devices(client: &Client) -> Vec<GlobalDevice> {
+    let listed = client.devices().and_then(|devices| {
+        devices
+            .iter()
+            .map(|device| {
+                let process = usize::try_from(device.process_index()?).unwrap_or(usize::MAX);
+                Ok(GlobalDevice { process, id: device.id()? })
+            })
+            .collect::<Result<Vec<GlobalDevice>, ttpu_pjrt::Error>>()
+    });
+    listed.unwrap_or_else(|error| {
+        tracing::debug!(%error, "the plugin does not say which process runs each device");
+        Vec::new()
+    })
+}
+
 /// A compiled program on its devices (one replica each), with the inputs its runs donate.
 pub struct Executable {
     loaded: LoadedExecutable,
     devices: Vec<usize>,
+    /// The devices of `devices` this process runs, in order.
+    local: Vec<usize>,
     donated: Vec<usize>,
     num_inputs: usize,
     counters: Arc<CounterCells>,
 }
 
 impl Executable {
-    /// Runtime device indices of the replicas, in argument-list order.
+    /// Runtime device indices of the replicas (or partitions), in replica (or mesh) order.
     pub fn devices(&self) -> &[usize] {
         &self.devices
+    }
+
+    /// The devices of [`devices`](Self::devices) this process runs, in the order
+    /// [`run_replicated`](Self::run_replicated) takes argument lists: all of them in a runtime of
+    /// one process.
+    pub fn local_devices(&self) -> &[usize] {
+        &self.local
     }
 
     /// Inputs each run donates (their buffers are deleted by the run).
@@ -557,14 +719,15 @@ impl Executable {
         Ok(results.pop().unwrap_or_default())
     }
 
-    /// Runs every replica (or SPMD partition), one argument list per device in
-    /// [`devices`](Self::devices) order, and waits for all of them; one output list per device.
+    /// Runs every replica (or SPMD partition) of this process, one argument list per device in
+    /// [`local_devices`](Self::local_devices) order, and waits for all of them; one output list
+    /// per device. In a job of several processes, every process runs its part at once.
     pub fn run_replicated(&self, args: &[&[&Buffer]]) -> Result<Vec<Vec<Buffer>>> {
-        if args.len() != self.devices.len() {
+        if args.len() != self.local.len() {
             return Err(ttpu_pjrt::Error::ArgumentLists(format!(
                 "{} argument lists for a program on {} devices",
                 args.len(),
-                self.devices.len()
+                self.local.len()
             ))
             .into());
         }
@@ -586,6 +749,7 @@ impl std::fmt::Debug for Executable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Executable")
             .field("devices", &self.devices)
+            .field("local", &self.local)
             .field("donated", &self.donated)
             .field("num_outputs", &self.num_outputs())
             .finish_non_exhaustive()

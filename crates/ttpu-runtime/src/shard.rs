@@ -59,12 +59,25 @@ fn copy_block(
 /// Each device's shard of `tensor`, by device index of `mesh`; a sharding that does not fit the
 /// tensor (unknown axis, uneven split, another rank) is an error.
 pub fn split(tensor: &HostTensor, sharding: &Sharding, mesh: &Mesh) -> Result<Vec<HostTensor>> {
+    let devices: Vec<usize> = (0..mesh.device_count()).collect();
+    split_for(tensor, sharding, mesh, &devices)
+}
+
+/// The shards of `tensor` that mesh devices `devices` hold, in that order: what one process of a
+/// job uploads to its own devices. A device past the mesh is an error.
+pub fn split_for(tensor: &HostTensor, sharding: &Sharding, mesh: &Mesh, devices: &[usize]) -> Result<Vec<HostTensor>> {
     sharding.check(mesh, &tensor.ty(), "the tensor").map_err(|error| Error::Sharding { message: error.message })?;
+    if let Some(&device) = devices.iter().find(|&&device| device >= mesh.device_count()) {
+        return Err(Error::Sharding {
+            message: format!("device {device} is not in mesh {mesh} of {} devices", mesh.device_count()),
+        });
+    }
     let shape = sharding.shard_shape(mesh, &tensor.shape);
     let bytes = byte_size(tensor.dtype, &shape).ok_or_else(|| Error::InvalidShape { dims: shape.clone() })?;
     let element = tensor.dtype.byte_size();
-    Ok((0..mesh.device_count())
-        .map(|device| {
+    Ok(devices
+        .iter()
+        .map(|&device| {
             let from: Vec<i64> = sharding
                 .shard_index(mesh, device)
                 .iter()
@@ -82,21 +95,39 @@ pub fn split(tensor: &HostTensor, sharding: &Sharding, mesh: &Mesh) -> Result<Ve
 /// The whole tensor of `shape` from every device's shard (by device index of `mesh`); each
 /// block is taken from the first device that holds it.
 pub fn assemble(shards: &[HostTensor], sharding: &Sharding, mesh: &Mesh, shape: &[i64]) -> Result<HostTensor> {
-    let Some(first) = shards.first() else {
-        return Err(Error::InvalidShape { dims: shape.to_vec() });
-    };
-    let whole = ttpu_ir::TensorType::from_static(first.dtype, shape);
-    sharding.check(mesh, &whole, "the tensor").map_err(|error| Error::Sharding { message: error.message })?;
     if shards.len() < mesh.device_count() {
         return Err(Error::Sharding {
             message: format!("{} shards for a mesh of {} devices", shards.len(), mesh.device_count()),
         });
     }
+    let indexed: Vec<(usize, &HostTensor)> = shards.iter().take(mesh.device_count()).enumerate().collect();
+    assemble_from(&indexed, sharding, mesh, shape)
+}
+
+/// The whole tensor of `shape` from the shards some mesh devices hold (`(mesh device, shard)`,
+/// what one process of a job has): each block from the first device given that holds it. A
+/// block that none of them holds (it lies on other processes' devices only) is an error.
+pub fn assemble_from(
+    shards: &[(usize, &HostTensor)],
+    sharding: &Sharding,
+    mesh: &Mesh,
+    shape: &[i64],
+) -> Result<HostTensor> {
+    let Some((_, first)) = shards.first() else {
+        return Err(Error::InvalidShape { dims: shape.to_vec() });
+    };
+    let whole = ttpu_ir::TensorType::from_static(first.dtype, shape);
+    sharding.check(mesh, &whole, "the tensor").map_err(|error| Error::Sharding { message: error.message })?;
     let block = sharding.shard_shape(mesh, shape);
     let bytes = byte_size(first.dtype, shape).ok_or_else(|| Error::InvalidShape { dims: shape.to_vec() })?;
     let mut data = vec![0u8; bytes];
     let mut done: Vec<Vec<usize>> = Vec::new();
-    for (device, shard) in shards.iter().enumerate().take(mesh.device_count()) {
+    for &(device, shard) in shards {
+        if device >= mesh.device_count() {
+            return Err(Error::Sharding {
+                message: format!("device {device} is not in mesh {mesh} of {} devices", mesh.device_count()),
+            });
+        }
         if shard.shape != block || shard.dtype != first.dtype {
             return Err(Error::DataLength {
                 ty: shard.describe(),
@@ -112,6 +143,18 @@ pub fn assemble(shards: &[HostTensor], sharding: &Sharding, mesh: &Mesh, shape: 
         let origin = vec![0i64; block.len()];
         copy_block(&shard.data, &block, &origin, &mut data, shape, &to, &block, first.dtype.byte_size());
         done.push(index);
+    }
+    if let Some(missing) = (0..mesh.device_count()).find(|&device| !done.contains(&sharding.shard_index(mesh, device)))
+    {
+        let holders: Vec<usize> = (0..mesh.device_count())
+            .filter(|&device| sharding.shard_index(mesh, device) == sharding.shard_index(mesh, missing))
+            .collect();
+        return Err(Error::Sharding {
+            message: format!(
+                "the block of mesh devices {holders:?} is on none of the devices given; a tensor split over other \
+                 processes' devices is read through a replicated (all-gathered) output of the program"
+            ),
+        });
     }
     Ok(HostTensor { dtype: first.dtype, shape: shape.to_vec(), data })
 }
@@ -177,6 +220,32 @@ mod tests {
         let shards = split(&tensor, &Sharding::replicated(2), &mesh).expect("splits");
         let error = assemble(&shards[..2], &Sharding::replicated(2), &mesh, &[4, 5]).expect_err("too few shards");
         assert_eq!(error.to_string(), "sharding: 2 shards for a mesh of 6 devices");
+        let error = split_for(&tensor, &Sharding::replicated(2), &mesh, &[6]).expect_err("past the mesh");
+        assert_eq!(error.to_string(), "sharding: device 6 is not in mesh dp=2,tp=3 of 6 devices");
+    }
+
+    #[test]
+    fn one_process_splits_and_assembles_from_its_own_devices() {
+        let mesh = Mesh::parse("dp=2,tp=3").expect("mesh");
+        let tensor = counting(&[4, 6]);
+        // Process 1 of a job holds mesh devices 3..6 (dp = 1): its shards are those of `split`.
+        let rows_over_tp = Sharding::split(2, 1, vec!["tp".into()]);
+        let all = split(&tensor, &rows_over_tp, &mesh).expect("splits");
+        let own = split_for(&tensor, &rows_over_tp, &mesh, &[3, 4, 5]).expect("splits");
+        assert_eq!(own, all[3..]);
+        // Split over tp only, dp = 1 holds every block: the whole tensor comes back.
+        let held: Vec<(usize, &HostTensor)> = [3, 4, 5].into_iter().zip(&own).collect();
+        assert_eq!(assemble_from(&held, &rows_over_tp, &mesh, &[4, 6]).expect("assembles"), tensor);
+        // Split over dp too, half the rows lie on process 0's devices only.
+        let over_dp = Sharding { dims: vec![vec!["dp".into()], vec!["tp".into()]] };
+        let own = split_for(&tensor, &over_dp, &mesh, &[3, 4, 5]).expect("splits");
+        let held: Vec<(usize, &HostTensor)> = [3, 4, 5].into_iter().zip(&own).collect();
+        let error = assemble_from(&held, &over_dp, &mesh, &[4, 6]).expect_err("blocks elsewhere");
+        assert_eq!(
+            error.to_string(),
+            "sharding: the block of mesh devices [0] is on none of the devices given; a tensor split over other \
+             processes' devices is read through a replicated (all-gathered) output of the program"
+        );
     }
 
     #[test]

@@ -43,6 +43,6 @@ pub use ttpu_fx::{InputRole, ModelInput, ModelOutput, ModelSignature, OutputRole
 pub use ttpu_ir::DType;
 pub use ttpu_ir::{Mesh, Sharding};
 pub use ttpu_runtime::{
-    CacheSource, CompileInfo, Counters, HostTensor, OptionValue, Runtime, RuntimeOptions, TensorMap,
-    default_disk_cache_dir, find_plugin, read_safetensors, write_safetensors,
+    CacheSource, CompileInfo, Counters, Distributed, HostTensor, KvError, KvStore, OptionValue, Runtime,
+    RuntimeOptions, TensorMap, default_disk_cache_dir, find_plugin, read_safetensors, write_safetensors,
 };

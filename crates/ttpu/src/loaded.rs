@@ -15,6 +15,13 @@
 //! With a [`Parallelism`] the model is one SPMD program over a device mesh: each device keeps
 //! only its shard of every weight, a run takes one input set and splits it per device, XLA's
 //! partitioner adds the collectives, and the outputs are assembled from the devices' shards.
+//!
+//! In a job of several processes (a runtime with [`ttpu_runtime::Distributed`]) the mesh spans
+//! every process's devices: each process takes the same input set, uploads only its own devices'
+//! shards, runs its part of the one program and holds its own devices' outputs; an output is
+//! read in a process from the blocks its devices hold, so outputs split over other processes are
+//! read through a replicated (all-gathered) output. Replicated runs (`replicas`) use the
+//! process's own devices.
 
 use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
@@ -22,7 +29,7 @@ use std::sync::{Arc, Mutex};
 use indexmap::IndexMap;
 use ttpu_fx::{InputRole, ModelSignature, OutputRole};
 use ttpu_ir::{Dim, Mesh, ProgramSharding, Sharding, TensorType};
-use ttpu_runtime::shard::{assemble, split};
+use ttpu_runtime::shard::{assemble_from, split_for};
 use ttpu_runtime::{Buffer, CompileInfo, CompileSpec, Executable, HostTensor, Runtime, TensorMap};
 
 use crate::parallel::Parallelism;
@@ -37,6 +44,11 @@ pub struct LoadedModel {
     model: Model,
     bucketing: Bucketing,
     replicas: usize,
+    /// The runtime devices of the program, one per replica or mesh device, in that order.
+    devices: Vec<usize>,
+    /// The positions in `devices` of this process's devices, ascending: what the resident
+    /// state, argument lists and outputs are indexed by.
+    local: Vec<usize>,
     /// The host shape of each weight, by signature input (`None` for user inputs).
     weight_shapes: Vec<Option<Vec<i64>>>,
     /// Symbols the weights' shapes fix: never bucketed, since the weights cannot be padded.
@@ -45,8 +57,9 @@ pub struct LoadedModel {
     mutations: Vec<(usize, usize)>,
     /// The mesh and plan of a sharded model, with each weight's placement (by signature input).
     sharded: Option<(Parallelism, Vec<Option<Sharding>>)>,
-    /// The resident buffers, `[device][signature input]` (`None` for user inputs): one list per
-    /// replica, or per mesh device of a sharded model (each holding its shards).
+    /// The resident buffers, `[local device][signature input]` (`None` for user inputs): one
+    /// list per replica, or per mesh device of this process of a sharded model (each holding its
+    /// shards).
     state: Mutex<Vec<Vec<Option<Arc<Buffer>>>>>,
     /// Per signature input: a weight that no call changes, which load-time preparation may read.
     resident: Vec<bool>,
@@ -64,7 +77,7 @@ pub struct Prepared {
     executable: Arc<Executable>,
     compile: Option<CompileInfo>,
     symbol_values: IndexMap<String, i64>,
-    /// `[device][signature input]`: the uploaded user inputs (or their shards).
+    /// `[local device][signature input]`: the uploaded user inputs (or their shards).
     inputs: Vec<Vec<Option<Buffer>>>,
     /// The program's placements, for a sharded model.
     layout: Option<ProgramSharding>,
@@ -86,15 +99,35 @@ pub struct DeviceOutputs {
     /// Per output: its key and its type with symbolic dims.
     keys: Vec<(String, TensorType)>,
     symbol_values: IndexMap<String, i64>,
-    /// `[device][output]`.
+    /// `[local device][output]`.
     buffers: Vec<Vec<Arc<Buffer>>>,
     /// For a sharded model: the mesh, each output's placement and compiled (padded) shape.
     layout: Option<OutputLayout>,
+    /// The mesh device of each local device's outputs (a sharded model's).
+    mesh_devices: Vec<usize>,
 }
 
 /// Where a sharded model's outputs lie: the mesh, and per output its placement and compiled
 /// (padded) shape.
 type OutputLayout = (Mesh, Vec<(Sharding, Vec<i64>)>);
+
+/// The whole tensor from the shards this process's devices hold (`(mesh device, shard)`).
+fn assemble_local(
+    runtime: &Runtime,
+    buffers: &[(usize, &Buffer)],
+    sharding: &Sharding,
+    mesh: &Mesh,
+    shape: &[i64],
+) -> Result<HostTensor> {
+    // A replicated tensor is whole on any device: one download does.
+    let needed = if sharding.is_replicated() { &buffers[..buffers.len().min(1)] } else { buffers };
+    let shards = needed
+        .iter()
+        .map(|&(device, buffer)| Ok((device, runtime.download(buffer)?)))
+        .collect::<Result<Vec<(usize, HostTensor)>>>()?;
+    let refs: Vec<(usize, &HostTensor)> = shards.iter().map(|(device, shard)| (*device, shard)).collect();
+    Ok(assemble_from(&refs, sharding, mesh, shape)?)
+}
 
 impl DeviceOutputs {
     /// The keys, in output order: `output_0`, ... and mutated targets.
@@ -120,13 +153,14 @@ impl DeviceOutputs {
         let ty = &self.keys[index].1;
         let tensor = match &self.layout {
             Some((mesh, placements)) => {
-                let shards = self
-                    .buffers
+                let held: Vec<(usize, &Buffer)> = self
+                    .mesh_devices
                     .iter()
-                    .map(|buffers| self.runtime.download(&buffers[index]))
-                    .collect::<Result<Vec<HostTensor>, _>>()?;
+                    .zip(&self.buffers)
+                    .map(|(&device, buffers)| (device, &*buffers[index]))
+                    .collect();
                 let (sharding, shape) = &placements[index];
-                assemble(&shards, sharding, mesh, shape)?
+                assemble_local(&self.runtime, &held, sharding, mesh, shape)?
             }
             None => {
                 let buffers = self
@@ -146,12 +180,13 @@ impl DeviceOutputs {
         if let Some((mesh, placements)) = &self.layout {
             let mut outputs = TensorMap::new();
             for (index, ((key, ty), (sharding, shape))) in self.keys.iter().zip(placements).enumerate() {
-                let shards = self
-                    .buffers
+                let held: Vec<(usize, &Buffer)> = self
+                    .mesh_devices
                     .iter()
-                    .map(|buffers| self.runtime.download(&buffers[index]))
-                    .collect::<Result<Vec<HostTensor>, _>>()?;
-                let tensor = assemble(&shards, sharding, mesh, shape)?;
+                    .zip(&self.buffers)
+                    .map(|(&device, buffers)| (device, &*buffers[index]))
+                    .collect();
+                let tensor = assemble_local(&self.runtime, &held, sharding, mesh, shape)?;
                 let true_shape = resolved_shape(ty, &tensor.shape, &self.symbol_values);
                 let tensor = if true_shape == tensor.shape { tensor } else { resize(&tensor, &true_shape) };
                 outputs.insert(key.clone(), tensor);
@@ -204,16 +239,36 @@ impl LoadedModel {
         replicas: usize,
         parallelism: Option<Parallelism>,
     ) -> Result<LoadedModel> {
-        if replicas == 0 || replicas > runtime.device_count() {
+        // A mesh spans the job's devices; replicas run on this process's own.
+        let available = match &parallelism {
+            Some(_) => runtime.device_count(),
+            None => runtime.local_devices().len(),
+        };
+        if replicas == 0 || replicas > available {
             return Err(match &parallelism {
                 Some(parallelism) => Error::Sharding {
                     message: format!(
-                        "mesh {} needs {replicas} devices, but the runtime has {}",
-                        parallelism.mesh,
-                        runtime.device_count()
+                        "mesh {} needs {replicas} devices, but the runtime has {available}",
+                        parallelism.mesh
                     ),
                 },
-                None => ttpu_runtime::Error::Replicas { replicas, count: runtime.device_count() }.into(),
+                None => ttpu_runtime::Error::Replicas { replicas, count: available }.into(),
+            });
+        }
+        let devices: Vec<usize> = match &parallelism {
+            Some(_) => (0..replicas).collect(),
+            None => runtime.local_devices()[..replicas].to_vec(),
+        };
+        let local: Vec<usize> = (0..replicas).filter(|&position| runtime.is_local(devices[position])).collect();
+        if let (Some(parallelism), true) = (&parallelism, local.is_empty()) {
+            return Err(Error::Sharding {
+                message: format!(
+                    "mesh {} takes devices 0..{replicas} of the job's {}, none of them process {}'s: a mesh spans every \
+                     process's devices",
+                    parallelism.mesh,
+                    runtime.device_count(),
+                    runtime.process_index()
+                ),
             });
         }
         let signature = model.signature();
@@ -223,22 +278,23 @@ impl LoadedModel {
         let shapes: Vec<Option<&[i64]>> = weight_shapes.iter().map(|shape| shape.as_deref()).collect();
         let fixed_symbols = bind_symbols(model.module(), &shapes)?;
         let mutations = mutations(signature)?;
-        let mut state: Vec<Vec<Option<Arc<Buffer>>>> = vec![vec![None; weight_tensors.len()]; replicas];
+        let mut state: Vec<Vec<Option<Arc<Buffer>>>> = vec![vec![None; weight_tensors.len()]; local.len()];
         let mut shardings = vec![None; weight_tensors.len()];
         for (index, (input, tensor)) in signature.inputs.iter().zip(&weight_tensors).enumerate() {
             let Some(tensor) = tensor else { continue };
             match &parallelism {
                 Some(parallelism) => {
-                    // Each device keeps only its shard.
+                    // Each device of this process keeps only its shard.
                     let sharding = parallelism.weight_sharding(&input.key, &tensor.ty())?;
-                    for (device, shard) in split(tensor, &sharding, &parallelism.mesh)?.iter().enumerate() {
-                        state[device][index] = Some(Arc::new(runtime.upload(shard, device)?));
+                    let shards = split_for(tensor, &sharding, &parallelism.mesh, &local)?;
+                    for ((buffers, shard), &position) in state.iter_mut().zip(&shards).zip(&local) {
+                        buffers[index] = Some(Arc::new(runtime.upload(shard, devices[position])?));
                     }
                     shardings[index] = Some(sharding);
                 }
                 None => {
-                    for (replica, buffers) in state.iter_mut().enumerate() {
-                        buffers[index] = Some(Arc::new(runtime.upload(tensor, replica)?));
+                    for (buffers, &position) in state.iter_mut().zip(&local) {
+                        buffers[index] = Some(Arc::new(runtime.upload(tensor, devices[position])?));
                     }
                 }
             }
@@ -249,6 +305,8 @@ impl LoadedModel {
             model,
             bucketing,
             replicas,
+            devices,
+            local,
             weight_shapes,
             fixed_symbols,
             resident,
@@ -269,12 +327,14 @@ impl LoadedModel {
         self.replicas
     }
 
-    /// Input sets one run takes: one per replica, or one for a sharded model.
+    /// Input sets one run takes: one per replica, or one for a sharded model (the whole input
+    /// set, in every process of a job).
     pub fn input_sets(&self) -> usize {
         if self.sharded.is_some() { 1 } else { self.replicas }
     }
 
-    /// Bytes of weights and buffers one device holds (the most any device holds).
+    /// Bytes of weights and buffers one device holds (the most any of this process's devices
+    /// holds).
     pub fn resident_bytes_per_device(&self) -> Result<usize> {
         let state = self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let mut most = 0usize;
@@ -300,28 +360,31 @@ impl LoadedModel {
             .collect()
     }
 
-    /// The resident buffer of weight or buffer `key` (a signature target) on `replica`. After a
-    /// run that mutates it, this handle is donated and the model holds a new buffer.
+    /// The resident buffer of weight or buffer `key` (a signature target) on `replica` (the
+    /// `replica`-th of this process's devices). After a run that mutates it, this handle is
+    /// donated and the model holds a new buffer.
     pub fn state_buffer(&self, key: &str, replica: usize) -> Result<Arc<Buffer>> {
         let index = self.weight_index(key)?;
         let state = self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         state
             .get(replica)
             .and_then(|buffers| buffers[index].clone())
-            .ok_or(ttpu_runtime::Error::NoSuchDevice { index: replica, count: self.replicas }.into())
+            .ok_or(ttpu_runtime::Error::NoSuchDevice { index: replica, count: self.local.len() }.into())
     }
 
     /// The current value of weight or buffer `key` on `replica`, copied to the host (a sharded
-    /// model's shards assembled, whatever `replica`).
+    /// model's assembled from the shards of this process's devices, whatever `replica`).
     pub fn state(&self, key: &str, replica: usize) -> Result<HostTensor> {
         if let Some((parallelism, shardings)) = &self.sharded {
             let index = self.weight_index(key)?;
-            let shards = (0..self.replicas)
-                .map(|device| Ok(self.runtime.download(&*self.state_buffer(key, device)?)?))
-                .collect::<Result<Vec<HostTensor>>>()?;
+            let buffers = (0..self.local.len())
+                .map(|position| self.state_buffer(key, position))
+                .collect::<Result<Vec<Arc<Buffer>>>>()?;
+            let held: Vec<(usize, &Buffer)> =
+                self.local.iter().zip(&buffers).map(|(&device, buffer)| (device, &**buffer)).collect();
             let shape = self.weight_shapes[index].clone().unwrap_or_default();
             let sharding = shardings[index].clone().unwrap_or_else(|| Sharding::replicated(shape.len()));
-            return Ok(assemble(&shards, &sharding, &parallelism.mesh, &shape)?);
+            return assemble_local(&self.runtime, &held, &sharding, &parallelism.mesh, &shape);
         }
         let buffer = self.state_buffer(key, replica)?;
         Ok(self.runtime.download(&buffer)?)
@@ -454,7 +517,7 @@ impl LoadedModel {
             None => None,
         };
         let spec = CompileSpec {
-            devices: (0..self.replicas).collect(),
+            devices: self.devices.clone(),
             aliases: self.aliases(&specialisation.module.signature, &specialisation.module.graph),
             sharding: layout.clone(),
             xla_options: self.model.xla_options().to_vec(),
@@ -513,8 +576,8 @@ impl LoadedModel {
         Ok(values)
     }
 
-    /// Splits one input set over a mesh by `placements` and uploads each device's shards,
-    /// padded to the compiled sizes first.
+    /// Splits one input set over a mesh by `placements` and uploads the shards of this process's
+    /// devices, padded to the compiled sizes first.
     fn upload_shards(
         &self,
         tensors: Vec<Option<&HostTensor>>,
@@ -523,7 +586,7 @@ impl LoadedModel {
         placements: &[Sharding],
         compiled_values: &IndexMap<String, i64>,
     ) -> Result<Vec<Vec<Option<Buffer>>>> {
-        let mut uploaded: Vec<Vec<Option<Buffer>>> = (0..self.replicas).map(|_| Vec::new()).collect();
+        let mut uploaded: Vec<Vec<Option<Buffer>>> = (0..self.local.len()).map(|_| Vec::new()).collect();
         for ((input, tensor), sharding) in inputs.iter().zip(tensors).zip(placements) {
             let Some(tensor) = tensor else {
                 uploaded.iter_mut().for_each(|buffers| buffers.push(None));
@@ -531,8 +594,9 @@ impl LoadedModel {
             };
             let shape = resolved_shape(&input.ty, &tensor.shape, compiled_values);
             let padded = if shape == tensor.shape { Cow::Borrowed(tensor) } else { Cow::Owned(resize(tensor, &shape)) };
-            for (device, shard) in split(&padded, sharding, mesh)?.iter().enumerate() {
-                uploaded[device].push(Some(self.runtime.upload(shard, device)?));
+            let shards = split_for(&padded, sharding, mesh, &self.local)?;
+            for ((buffers, shard), &position) in uploaded.iter_mut().zip(&shards).zip(&self.local) {
+                buffers.push(Some(self.runtime.upload(shard, self.devices[position])?));
             }
         }
         Ok(uploaded)
@@ -546,7 +610,7 @@ impl LoadedModel {
         compiled_values: &IndexMap<String, i64>,
     ) -> Result<Vec<Vec<Option<Buffer>>>> {
         let mut uploaded = Vec::with_capacity(self.replicas);
-        for (replica, tensors) in per_replica.into_iter().enumerate() {
+        for (&device, tensors) in self.devices.iter().zip(per_replica) {
             let buffers = inputs
                 .iter()
                 .zip(tensors)
@@ -555,7 +619,7 @@ impl LoadedModel {
                     let shape = resolved_shape(&input.ty, &tensor.shape, compiled_values);
                     let padded =
                         if shape == tensor.shape { Cow::Borrowed(tensor) } else { Cow::Owned(resize(tensor, &shape)) };
-                    Ok(Some(self.runtime.upload(&padded, replica)?))
+                    Ok(Some(self.runtime.upload(&padded, device)?))
                 })
                 .collect::<Result<Vec<Option<Buffer>>>>()?;
             uploaded.push(buffers);
@@ -573,7 +637,7 @@ impl LoadedModel {
         layout: Option<ProgramSharding>,
     ) -> Result<Vec<i64>> {
         let spec = CompileSpec {
-            devices: (0..self.replicas).collect(),
+            devices: self.devices.clone(),
             aliases: Vec::new(),
             sharding: layout,
             xla_options: self.model.xla_options().to_vec(),
@@ -659,7 +723,14 @@ impl LoadedModel {
                 .collect();
             (layout.mesh, placements)
         });
-        Ok(DeviceOutputs { runtime: self.runtime.clone(), keys, symbol_values, buffers, layout })
+        Ok(DeviceOutputs {
+            runtime: self.runtime.clone(),
+            keys,
+            symbol_values,
+            buffers,
+            layout,
+            mesh_devices: self.local.clone(),
+        })
     }
 
     /// Input-output aliases of the mutations whose buffer and new value have one static type

@@ -1,4 +1,5 @@
-//! The `ttpu` command line: `lower`, `run`, `parity` and `bench` over `.fx` models.
+//! The `ttpu` command line: `lower`, `run`, `parity`, `bench` and `train` over `.fx` models, and
+//! `launch` for jobs of several processes (`launch.rs`).
 //!
 //! Outside tools depend on these forms; see the README. Errors are printed as `miette` reports:
 //! frontend errors show the offending source line with a label.
@@ -7,11 +8,13 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
+mod launch;
+
 use clap::{Parser, Subcommand, ValueEnum};
 use miette::{LabeledSpan, NamedSource, Report};
 use ttpu::{
-    CacheSource, CompileOptions, Compiler, HostTensor, LoadedModel, Mesh, Parallelism, Plan, PlanFile, Runtime,
-    RuntimeOptions, Session, TensorMap, read_safetensors, write_safetensors,
+    CacheSource, CompileOptions, Compiler, HostTensor, LoadedModel, Mesh, Parallelism, Plan, PlanFile, Session,
+    TensorMap, read_safetensors, write_safetensors,
 };
 
 #[derive(Parser)]
@@ -101,6 +104,9 @@ enum Command {
         #[arg(long, default_value_t = 1e-5)]
         atol: f64,
     },
+    /// Start N local processes of one job (a `file://` store in a fresh directory), each running
+    /// COMMAND: `ttpu launch -n 2 -- ttpu train ... --mesh dp=2,tp=4 --parallel ddp`.
+    Launch(launch::LaunchArgs),
 }
 
 #[derive(clap::Args)]
@@ -443,8 +449,10 @@ fn run(cli: Cli) -> Result<ExitCode, Report> {
             for (key, tensor) in &outputs {
                 println!("{key}: {}", summary(tensor));
             }
-            write_safetensors(&output, &outputs).map_err(|error| report(error.into(), ""))?;
-            println!("wrote {} outputs to {}", outputs.len(), output.display());
+            if launch::writes_files() {
+                write_safetensors(&output, &outputs).map_err(|error| report(error.into(), ""))?;
+                println!("wrote {} outputs to {}", outputs.len(), output.display());
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Bench { model, data, runs, warmup, one_shot, json } => {
@@ -461,6 +469,7 @@ fn run(cli: Cli) -> Result<ExitCode, Report> {
             train(&args)?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Launch(args) => launch::run(&args),
         Command::Parity { model, data, expected, rtol, atol } => {
             let (source, outputs) = execute(&model, &data)?;
             let expected = read_safetensors(&expected).map_err(|error| report(error.into(), &source))?;
@@ -534,11 +543,7 @@ fn read_model(model: &Path) -> Result<(String, String), Report> {
 fn session(data: &DataArgs, devices: Option<usize>, source: &str) -> Result<Session, Report> {
     // One device is the plugin's default set: no need to ask a plugin for a count.
     let devices = devices.filter(|&devices| devices > 1);
-    let runtime = Runtime::from_plugin_or_default(
-        data.plugin.as_deref(),
-        &RuntimeOptions { devices, ..RuntimeOptions::default() },
-    )
-    .map_err(|error| report(error.into(), source))?;
+    let runtime = launch::runtime(data.plugin.as_deref(), devices)?;
     if !data.no_cache {
         match ttpu_runtime::default_disk_cache_dir() {
             Some(dir) => runtime.set_disk_cache(&dir).map_err(|error| report(error.into(), source))?,
@@ -851,7 +856,9 @@ fn train(args: &TrainArgs) -> Result<(), Report> {
         }
     };
     let first = trainer.steps_done().map_err(fail)?;
-    let mut log = match &args.log {
+    // In a job, process 0 writes the files; every process holds the same replicated state.
+    let writes = launch::writes_files();
+    let mut log = match args.log.as_ref().filter(|_| writes) {
         Some(file) => Some(
             std::fs::OpenOptions::new()
                 .create(true)
@@ -871,7 +878,7 @@ fn train(args: &TrainArgs) -> Result<(), Report> {
     );
     bar.set_position(first.min(args.steps));
     let checkpoint = |step: u64| -> Result<(), Report> {
-        if let Some(dir) = &args.checkpoint_dir {
+        if let Some(dir) = args.checkpoint_dir.as_ref().filter(|_| writes) {
             trainer.save_checkpoint(&dir.join(format!("step-{step:08}.safetensors"))).map_err(fail)?;
         }
         Ok(())
@@ -903,8 +910,10 @@ fn train(args: &TrainArgs) -> Result<(), Report> {
         checkpoint(args.steps)?;
     }
     let weights = trainer.weights().map_err(fail)?;
-    write_safetensors(&args.output, &weights).map_err(|error| report(error.into(), &source))?;
-    println!("trained {} steps; wrote {} tensors to {}", args.steps, weights.len(), args.output.display());
+    if writes {
+        write_safetensors(&args.output, &weights).map_err(|error| report(error.into(), &source))?;
+        println!("trained {} steps; wrote {} tensors to {}", args.steps, weights.len(), args.output.display());
+    }
     if let Some((start, count)) = steady
         && count > 0
     {

@@ -20,20 +20,23 @@ const ALLOWED_EDGES: &[(&str, &[&str])] = &[
     ("ttpu-runtime", &["ttpu-ir", "ttpu-stablehlo", "ttpu-pjrt"]),
     ("ttpu-eager", &["ttpu-ir", "ttpu-torch", "ttpu-fuse", "ttpu-runtime"]),
     ("ttpu-device", &["ttpu-ir", "ttpu-aten", "ttpu-eager", "ttpu-runtime"]),
-    ("ttpu", &["ttpu-ir", "ttpu-fx", "ttpu-fuse", "ttpu-stablehlo", "ttpu-runtime"]),
+    ("ttpu-dist", &["ttpu-runtime"]),
+    ("ttpu", &["ttpu-ir", "ttpu-fx", "ttpu-fuse", "ttpu-stablehlo", "ttpu-runtime", "ttpu-dist"]),
     ("ttpu-filetest", &[]),
     ("ttpu-py", &["ttpu", "ttpu-device"]),
     ("xtask", &[]),
 ];
 
 /// Extra workspace crates a crate's tests may use: lowering tests execute what they emit, the IR
-/// crates share one filetest harness, and the driver's tests check that both frontends build the
-/// same IR for PyTorch's shared decompositions.
+/// crates share one filetest harness, the driver's tests check that both frontends build the
+/// same IR for PyTorch's shared decompositions, and the control plane's tests compile programs
+/// over a job's mesh.
 const ALLOWED_DEV_EDGES: &[(&str, &[&str])] = &[
     ("ttpu-stablehlo", &["ttpu-pjrt"]),
     ("ttpu-ir", &["ttpu-filetest"]),
     ("ttpu-fuse", &["ttpu-filetest"]),
     ("ttpu", &["ttpu-eager"]),
+    ("ttpu-dist", &["ttpu-ir"]),
 ];
 
 /// Crates that only binaries may use.
