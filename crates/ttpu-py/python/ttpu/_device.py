@@ -36,6 +36,10 @@ NAME = "ttpu"
 __all__ = ["TtpuTensor", "allow_cpu_fallback", "execution_mode", "stats"]
 
 _TO_IR, _FROM_IR = _torch_dtypes()
+
+# Callables `observer(func, args, kwargs, result)` run after every call dispatched to the device
+# (the accuracy mode and the profiler attach here); empty, they cost one test per call.
+OBSERVERS: list = []
 _DEVICES: list[torch.device] = []
 _STATE = threading.local()
 
@@ -64,7 +68,12 @@ class TtpuTensor(torch.Tensor):
         handler = _HANDLERS.get(func)
         if handler is None:
             handler = _handler(func)
-        return handler(args, kwargs or {})
+        kwargs = kwargs or {}
+        result = handler(args, kwargs)
+        if OBSERVERS:
+            for observer in OBSERVERS:
+                observer(func, args, kwargs, result)
+        return result
 
     def __repr__(self, *, tensor_contents=None):
         # One flush to format the values on the host; PyTorch's own printing of this tensor
