@@ -688,7 +688,13 @@ impl Backend {
         written: &[(usize, String)],
         fresh: usize,
     ) -> Result<Returned> {
-        let flat = self.flatten(op, args, kwargs, device)?;
+        // The tensors an `out=` overload writes are not arguments of its functional form.
+        let functional_kwargs: Vec<(String, Value)> = kwargs
+            .iter()
+            .filter(|(name, _)| def.has_param(name) || !written.iter().any(|(_, written)| written == name))
+            .cloned()
+            .collect();
+        let flat = self.flatten(op, args, &functional_kwargs, device)?;
         let (entry, results) = self.record(def, &flat)?;
         let mut outputs = Vec::new();
         flatten_output(&entry.family.template.output, &mut outputs);

@@ -46,6 +46,13 @@ pub struct OpDef {
     pub run: Decompose,
 }
 
+impl OpDef {
+    /// Whether the overload has a parameter `name`.
+    pub fn has_param(&self, name: &str) -> bool {
+        self.params.split(',').map(str::trim).any(|param| param == name)
+    }
+}
+
 impl std::fmt::Debug for OpDef {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name)

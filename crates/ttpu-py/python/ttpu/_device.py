@@ -32,6 +32,7 @@ from ._convert import _torch_dtypes, to_torch, to_wire
 from ._ttpu import TtpuError
 
 NAME = "ttpu"
+_UNBOUNDED = 1 << 46
 
 __all__ = ["TtpuTensor", "allow_cpu_fallback", "execution_mode", "stats"]
 
@@ -55,8 +56,10 @@ class TtpuTensor(torch.Tensor):
 
     @staticmethod
     def __new__(cls, handle, sizes, strides, offset, dtype, device):
+        # The wrapper's storage is never allocated; its size only bounds what `as_strided_` may
+        # address, which `set_` and `.data =` use to give the wrapper another view's metadata.
         tensor = torch.Tensor._make_wrapper_subclass(
-            cls, sizes, strides=strides, storage_offset=offset, dtype=dtype, device=device
+            cls, sizes, strides=strides, storage_offset=offset, dtype=dtype, device=device, storage_size=_UNBOUNDED
         )
         tensor._h = handle
         return tensor
@@ -116,12 +119,8 @@ class TtpuTensor(torch.Tensor):
     def data(self, value):
         if not isinstance(value, TtpuTensor):
             value = value.to(self.device)
-        if value.shape != self.shape or value.dtype != self.dtype or value.stride() != self.stride():
-            # The wrapper's sizes are fixed at creation; `set_` moves them with the storage.
-            with torch.no_grad():
-                self.set_(value)
-            return
-        _ttpu.device_rebind(self._h, value._h)
+        with torch.no_grad():
+            self.set_(value)
 
     def untyped_storage(self):
         return _Storage(self)
@@ -554,9 +553,19 @@ def _set_(args, kwargs):
     tensor, source = args[0], args[1]
     if not isinstance(source, TtpuTensor):
         source = _upload(source, tensor.device)
+    same = (tensor.shape, tensor.stride(), tensor.storage_offset(), tensor.dtype) == (
+        source.shape, source.stride(), source.storage_offset(), source.dtype
+    )
+    if same:
+        _ttpu.device_rebind(tensor._h, source._h)
+        return tensor
+    if tensor.dtype != source.dtype:
+        raise RuntimeError(
+            f"ttpu: set_ of a {tensor.dtype} tensor to a {source.dtype} one is not supported on the ttpu device"
+        )
     _ttpu.device_rebind(tensor._h, source._h)
     with no_dispatch():
-        tensor.set_(torch.empty_strided(source.shape, source.stride(), dtype=source.dtype, device="meta"))
+        tensor.as_strided_(source.shape, source.stride(), source.storage_offset())
     return tensor
 
 
