@@ -23,7 +23,7 @@ use ttpu_ir::{DType, Shape, TensorType};
 use ttpu_runtime::Runtime;
 
 use crate::memo::{Entry, Lookup, Memo};
-use crate::tensor::{self, DeviceTensor, Meta, TensorState, ViewStep};
+use crate::tensor::{self, DeviceTensor, Memory, Meta, TensorState, ViewStep};
 use crate::{Error, Result};
 
 /// When recorded calls run (TorchTPU's three execution modes).
@@ -197,6 +197,8 @@ struct Inner {
     rng: Mutex<Rng>,
     counters: Counters,
     mode: Mutex<Mode>,
+    /// Bytes held per device.
+    memory: Vec<Arc<Memory>>,
 }
 
 /// The ttpu device: every device of one runtime, with PyTorch's semantics. Cheap to clone.
@@ -219,7 +221,8 @@ struct Flat {
 impl Backend {
     /// The devices of `runtime`.
     pub fn new(runtime: Runtime) -> Result<Backend> {
-        let devices = (0..runtime.device_count())
+        let runtime_devices = runtime.device_count();
+        let devices = (0..runtime_devices)
             .map(|index| ttpu_eager::Device::on(&runtime, index))
             .collect::<std::result::Result<Vec<_>, _>>()?;
         Ok(Backend {
@@ -231,6 +234,7 @@ impl Backend {
                 rng: Mutex::new(Rng { seed: DEFAULT_SEED, draws: 0 }),
                 counters: Counters::default(),
                 mode: Mutex::new(Mode::default()),
+                memory: (0..runtime_devices).map(|_| Arc::new(Memory::default())).collect(),
             }),
         })
     }
@@ -243,6 +247,23 @@ impl Backend {
     /// How many devices there are (`ttpu:0` ... `ttpu:N-1`).
     pub fn device_count(&self) -> usize {
         self.inner.devices.len()
+    }
+
+    fn memory(&self, index: usize) -> Result<&Arc<Memory>> {
+        self.inner.memory.get(index).ok_or(Error::NoSuchDevice { index, count: self.inner.memory.len() })
+    }
+
+    /// `(bytes the tensors on device `index` hold now, the most they held since the last reset)`.
+    pub fn memory_allocated(&self, index: usize) -> Result<(u64, u64)> {
+        let memory = self.memory(index)?;
+        Ok((memory.allocated.load(Ordering::Relaxed), memory.peak.load(Ordering::Relaxed)))
+    }
+
+    /// Starts the peak of device `index` over from what it holds now.
+    pub fn reset_peak_memory(&self, index: usize) -> Result<()> {
+        let memory = self.memory(index)?;
+        memory.peak.store(memory.allocated.load(Ordering::Relaxed), Ordering::Relaxed);
+        Ok(())
     }
 
     fn device(&self, index: usize) -> Result<&ttpu_eager::Device> {
@@ -351,7 +372,7 @@ impl Backend {
     /// A tensor on device `device` holding `host` (a copy from the host).
     pub fn upload(&self, device: usize, host: &HostTensor) -> Result<DeviceTensor> {
         let value = self.upload_value(device, host)?;
-        Ok(DeviceTensor::fresh(device, Meta::contiguous(host.dtype, &host.dims), value))
+        Ok(DeviceTensor::fresh(device, Meta::contiguous(host.dtype, &host.dims), value, self.memory(device)?))
     }
 
     fn upload_value(&self, device: usize, host: &HostTensor) -> Result<ttpu_eager::Tensor> {
@@ -584,7 +605,8 @@ impl Backend {
             Output::Tensor(index) => {
                 let value = results.get(*index).ok_or_else(|| lost(entry))?;
                 let strides = entry.family.template.strides.get(*index).cloned().ok_or_else(|| lost(entry))?;
-                Returned::Tensor(DeviceTensor::fresh(device, Meta { dtype: value.dtype(), strides }, value.clone()))
+                let meta = Meta { dtype: value.dtype(), strides };
+                Returned::Tensor(DeviceTensor::fresh(device, meta, value.clone(), self.memory(device)?))
             }
             Output::Int(value) => Returned::Int(*value),
             Output::Bool(value) => Returned::Bool(*value),
@@ -724,10 +746,12 @@ impl Backend {
         for &index in outputs.iter().take(fresh) {
             let value = results.get(index).ok_or_else(|| lost(&entry))?;
             let strides = entry.family.template.strides.get(index).cloned().ok_or_else(|| lost(&entry))?;
+            let meta = Meta { dtype: value.dtype(), strides };
             fresh_results.push(Returned::Tensor(DeviceTensor::fresh(
                 flat.device,
-                Meta { dtype: value.dtype(), strides },
+                meta,
                 value.clone(),
+                self.memory(flat.device)?,
             )));
         }
         Ok(match fresh_results.len() {

@@ -49,6 +49,14 @@ impl Meta {
     }
 }
 
+/// Bytes the storages of one device hold, now and at most (PyTorch's `memory_allocated` and
+/// `max_memory_allocated`).
+#[derive(Debug, Default)]
+pub(crate) struct Memory {
+    pub(crate) allocated: AtomicU64,
+    pub(crate) peak: AtomicU64,
+}
+
 /// The memory a tensor and its views share.
 pub struct Storage {
     /// Unique per storage, for PyTorch's storage identity (`untyped_storage().data_ptr()`).
@@ -59,13 +67,32 @@ pub struct Storage {
     pub(crate) meta: Meta,
     /// The allocating tensor's current value.
     pub(crate) value: Mutex<ttpu_eager::Tensor>,
+    /// Its device's byte count, which holds its bytes while it lives.
+    memory: Arc<Memory>,
+    bytes: u64,
+}
+
+impl Drop for Storage {
+    fn drop(&mut self) {
+        self.memory.allocated.fetch_sub(self.bytes, Ordering::Relaxed);
+    }
 }
 
 static NEXT_STORAGE: AtomicU64 = AtomicU64::new(1);
 
 impl Storage {
-    pub(crate) fn new(device: usize, meta: Meta, value: ttpu_eager::Tensor) -> Arc<Storage> {
-        Arc::new(Storage { id: NEXT_STORAGE.fetch_add(1, Ordering::Relaxed), device, meta, value: Mutex::new(value) })
+    pub(crate) fn new(device: usize, meta: Meta, value: ttpu_eager::Tensor, memory: &Arc<Memory>) -> Arc<Storage> {
+        let bytes = u64::try_from(meta.numel()).unwrap_or(0).saturating_mul(meta.dtype.byte_size() as u64);
+        let now = memory.allocated.fetch_add(bytes, Ordering::Relaxed).saturating_add(bytes);
+        memory.peak.fetch_max(now, Ordering::Relaxed);
+        Arc::new(Storage {
+            id: NEXT_STORAGE.fetch_add(1, Ordering::Relaxed),
+            device,
+            meta,
+            value: Mutex::new(value),
+            memory: Arc::clone(memory),
+            bytes,
+        })
     }
 }
 
@@ -104,8 +131,8 @@ impl DeviceTensor {
     }
 
     /// A tensor of its own storage holding `value`.
-    pub(crate) fn fresh(device: usize, meta: Meta, value: ttpu_eager::Tensor) -> DeviceTensor {
-        let storage = Storage::new(device, meta.clone(), value);
+    pub(crate) fn fresh(device: usize, meta: Meta, value: ttpu_eager::Tensor, memory: &Arc<Memory>) -> DeviceTensor {
+        let storage = Storage::new(device, meta.clone(), value, memory);
         DeviceTensor::new(storage, Arc::from(Vec::new()), meta)
     }
 

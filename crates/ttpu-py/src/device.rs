@@ -314,6 +314,18 @@ pub(crate) fn device_set_rng_state(seed: u64, draws: u64) -> PyResult<()> {
     backend()?.set_rng_state(seed, draws).map_err(error)
 }
 
+/// `(bytes the tensors on device `index` hold, the most they held since the last reset)`.
+#[pyfunction]
+pub(crate) fn device_memory(index: usize) -> PyResult<(u64, u64)> {
+    backend()?.memory_allocated(index).map_err(error)
+}
+
+/// Starts the peak of device `index` over.
+#[pyfunction]
+pub(crate) fn device_reset_peak(index: usize) -> PyResult<()> {
+    backend()?.reset_peak_memory(index).map_err(error)
+}
+
 /// Counts a call the CPU ran instead of the device.
 #[pyfunction]
 pub(crate) fn device_count_fallback(op: &str) -> PyResult<()> {

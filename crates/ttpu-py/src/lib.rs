@@ -266,6 +266,8 @@ fn _ttpu(module: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(device::device_set_rng_state, module)?,
         wrap_pyfunction!(device::device_count_fallback, module)?,
         wrap_pyfunction!(device::device_stats, module)?,
+        wrap_pyfunction!(device::device_memory, module)?,
+        wrap_pyfunction!(device::device_reset_peak, module)?,
     ] {
         module.add_function(function)?;
     }

@@ -309,3 +309,21 @@ print("ok")
     env = dict(os.environ, TTPU_DEVICES="4")
     result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-2000:]
+
+
+def test_memory_figures_count_storages():
+    import gc
+
+    gc.collect()
+    before = torch.ttpu.memory_allocated()
+    torch.ttpu.reset_peak_memory_stats()
+    x = torch.zeros(1000, device="ttpu")
+    views = (x[:10], x.view(10, 100), x.t() if x.dim() == 2 else x.unsqueeze(0))
+    assert torch.ttpu.memory_allocated() == before + 4000, "views share their storage"
+    y = x * 2
+    assert torch.ttpu.memory_allocated() == before + 8000
+    del x, y, views
+    gc.collect()
+    assert torch.ttpu.memory_allocated() == before
+    assert torch.ttpu.max_memory_allocated() == before + 8000
+    assert torch.ttpu.memory_stats()["allocated_bytes.all.peak"] == before + 8000

@@ -801,22 +801,26 @@ class _DeviceModule:
         pass
 
     def memory_allocated(self, device=None) -> int:
-        return 0
+        """Bytes the storages of live tensors on the device hold (views count once)."""
+        return _ttpu.device_memory(_index(device))[0]
 
     def max_memory_allocated(self, device=None) -> int:
-        return 0
+        """The most :meth:`memory_allocated` has been since the last reset."""
+        return _ttpu.device_memory(_index(device))[1]
 
+    # The runtime keeps no cache of freed memory: what is reserved is what is allocated.
     def memory_reserved(self, device=None) -> int:
-        return 0
+        return self.memory_allocated(device)
 
     def max_memory_reserved(self, device=None) -> int:
-        return 0
+        return self.max_memory_allocated(device)
 
     def reset_peak_memory_stats(self, device=None) -> None:
-        pass
+        _ttpu.device_reset_peak(_index(device))
 
     def memory_stats(self, device=None) -> dict:
-        return {}
+        current, peak = _ttpu.device_memory(_index(device))
+        return {"allocated_bytes.all.current": current, "allocated_bytes.all.peak": peak}
 
     def mem_get_info(self, device=None) -> tuple[int, int]:
         # The host's memory for the CPU plugin; (free, total) in bytes.
