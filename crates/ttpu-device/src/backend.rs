@@ -375,6 +375,13 @@ impl Backend {
         Ok(DeviceTensor::fresh(device, Meta::contiguous(host.dtype, &host.dims), value, self.memory(device)?))
     }
 
+    /// Small host data (a number passed as a tensor, a random key) recorded for the program that
+    /// reads it, which receives it packed with the rest.
+    fn host_value(&self, device: usize, host: HostTensor) -> Result<ttpu_eager::Tensor> {
+        self.inner.counters.uploads.fetch_add(1, Ordering::Relaxed);
+        Ok(self.device(device)?.host(host.dtype, &host.dims, host.data)?)
+    }
+
     fn upload_value(&self, device: usize, host: &HostTensor) -> Result<ttpu_eager::Tensor> {
         let eager = self.device(device)?;
         self.inner.counters.uploads.fetch_add(1, Ordering::Relaxed);
@@ -529,7 +536,7 @@ impl Backend {
                 Some((_, state)) => tensor::value_of(eager, state)?,
                 None => {
                     let (_, host) = hosts.next().expect("one host tensor per host operand");
-                    self.upload_value(flat.device, &host)?
+                    self.host_value(flat.device, host)?
                 }
             };
             flat.values.push(value);
@@ -555,8 +562,8 @@ impl Backend {
                     let scalars =
                         template.scalar_inputs(&floats).map_err(|error| Error::from_table(def.name, error))?;
                     for (dtype, count, data) in scalars {
-                        let host = HostTensor { dtype, dims: vec![count as i64], data };
-                        inputs.push(self.upload_value(flat.device, &host)?);
+                        inputs
+                            .push(self.host_value(flat.device, HostTensor { dtype, dims: vec![count as i64], data })?);
                     }
                     let operands: Vec<&ttpu_eager::Tensor> = inputs.iter().collect();
                     let results = device.call(&entry.call, &operands)?;
@@ -594,7 +601,7 @@ impl Backend {
                 state
             };
             let data = state.iter().flat_map(|word| word.to_le_bytes()).collect();
-            states.push(self.upload_value(device, &HostTensor { dtype: DType::U64, dims: vec![2], data })?);
+            states.push(self.host_value(device, HostTensor { dtype: DType::U64, dims: vec![2], data })?);
         }
         Ok(states)
     }

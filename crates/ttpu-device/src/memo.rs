@@ -8,6 +8,7 @@
 //! when they grow past a bound, which costs only rebuilding.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::sync::Arc;
 
 use indexmap::IndexMap;
@@ -47,14 +48,74 @@ struct Key {
     sizes: Vec<(String, i64)>,
 }
 
+/// A call's signature, borrowed: looked up without copying it (a hit, the common case, copies
+/// nothing).
+struct Probe<'a> {
+    op: &'static str,
+    operands: &'a [Operand],
+    args: &'a [Arg],
+    kwargs: &'a [(String, Arg)],
+    sizes: &'a IndexMap<String, i64>,
+}
+
+impl Probe<'_> {
+    fn hash(&self) -> u64 {
+        let mut hasher = ttpu_runtime::FxHasher::default();
+        self.op.hash(&mut hasher);
+        self.operands.hash(&mut hasher);
+        self.args.hash(&mut hasher);
+        self.kwargs.hash(&mut hasher);
+        for (name, value) in self.sizes {
+            name.hash(&mut hasher);
+            value.hash(&mut hasher);
+        }
+        hasher.finish()
+    }
+
+    fn matches(&self, key: &Key) -> bool {
+        self.op == key.op
+            && self.operands == key.operands.as_slice()
+            && self.args == key.args.as_slice()
+            && self.kwargs == key.kwargs.as_slice()
+            && self.sizes.len() == key.sizes.len()
+            && self.sizes.iter().zip(&key.sizes).all(|((a, x), (b, y))| a == b && x == y)
+    }
+
+    fn key(&self) -> Key {
+        Key {
+            op: self.op,
+            operands: self.operands.to_vec(),
+            args: self.args.to_vec(),
+            kwargs: self.kwargs.to_vec(),
+            sizes: self.sizes.iter().map(|(name, &value)| (name.clone(), value)).collect(),
+        }
+    }
+}
+
+/// Entries by the hash of their signature; a bucket holds more than one only on a collision.
+type Table<T> = HashMap<u64, Vec<(Key, T)>, BuildHasherDefault<ttpu_runtime::FxHasher>>;
+
+fn find<'t, T>(table: &'t Table<T>, probe: &Probe<'_>, hash: u64) -> Option<&'t T> {
+    table.get(&hash)?.iter().find(|(key, _)| probe.matches(key)).map(|(_, value)| value)
+}
+
+fn insert<T>(table: &mut Table<T>, hash: u64, key: Key, value: T) -> usize {
+    let bucket = table.entry(hash).or_default();
+    bucket.push((key, value));
+    1
+}
+
 /// Entries kept before the tables start over.
 const CAPACITY: usize = 8192;
 
 #[derive(Default)]
 pub(crate) struct Memo {
-    exact: HashMap<Key, Arc<Entry>>,
-    families: HashMap<Key, Arc<Entry>>,
-    sizes: HashMap<Key, Arc<CallGraph>>,
+    exact: Table<Arc<Entry>>,
+    families: Table<Arc<Entry>>,
+    sizes: Table<Arc<CallGraph>>,
+    /// Entries in `exact` and `sizes`, and in `families`.
+    count: usize,
+    family_count: usize,
     /// Templates built so far (for statistics).
     pub(crate) built: u64,
 }
@@ -80,36 +141,32 @@ impl Memo {
         operands: &[Operand],
         symbol_values: &IndexMap<String, i64>,
     ) -> Result<Lookup> {
-        let key = Key {
-            op: def.name,
-            operands: operands.to_vec(),
-            args: args.to_vec(),
-            kwargs: kwargs.to_vec(),
-            sizes: symbol_values.iter().map(|(name, &value)| (name.clone(), value)).collect(),
-        };
-        if let Some(entry) = self.exact.get(&key) {
+        let probe = Probe { op: def.name, operands, args, kwargs, sizes: symbol_values };
+        let hash = probe.hash();
+        if let Some(entry) = find(&self.exact, &probe, hash) {
             return Ok(Lookup::Entry(Arc::clone(entry)));
         }
-        if let Some(sizes) = self.sizes.get(&key) {
+        if let Some(sizes) = find(&self.sizes, &probe, hash) {
             return Ok(Lookup::Sizes(Arc::clone(sizes)));
         }
-        if self.exact.len() + self.sizes.len() >= CAPACITY {
+        if self.count >= CAPACITY {
             self.exact.clear();
             self.sizes.clear();
+            self.count = 0;
         }
-        if self.families.len() >= CAPACITY {
+        if self.family_count >= CAPACITY {
             self.families.clear();
+            self.family_count = 0;
         }
-        let family_key = Key {
-            args: args.iter().map(masked).collect(),
-            kwargs: kwargs.iter().map(|(name, arg)| (name.clone(), masked(arg))).collect(),
-            ..key.clone()
-        };
-        if let Some(entry) = self.families.get(&family_key)
+        let masked_args: Vec<Arg> = args.iter().map(masked).collect();
+        let masked_kwargs: Vec<(String, Arg)> = kwargs.iter().map(|(name, arg)| (name.clone(), masked(arg))).collect();
+        let family_probe = Probe { args: &masked_args, kwargs: &masked_kwargs, ..probe };
+        let family_hash = family_probe.hash();
+        if let Some(entry) = find(&self.families, &family_probe, family_hash)
             && entry.family.admits(def, args, kwargs, operands)
         {
             let entry = Arc::clone(entry);
-            self.exact.insert(key, Arc::clone(&entry));
+            self.count += insert(&mut self.exact, hash, probe.key(), Arc::clone(&entry));
             return Ok(Lookup::Entry(entry));
         }
         self.built += 1;
@@ -121,14 +178,15 @@ impl Memo {
                 let lifted = !family.template.scalars.is_empty();
                 let entry = Arc::new(Entry { op: def.name, def, family, call });
                 if lifted {
-                    self.families.insert(family_key, Arc::clone(&entry));
+                    self.family_count +=
+                        insert(&mut self.families, family_hash, family_probe.key(), Arc::clone(&entry));
                 }
-                self.exact.insert(key, Arc::clone(&entry));
+                self.count += insert(&mut self.exact, hash, probe.key(), Arc::clone(&entry));
                 Ok(Lookup::Entry(entry))
             }
             Built::Sizes(graph) => {
                 let call = Arc::new(CallGraph::new(graph)?);
-                self.sizes.insert(key, Arc::clone(&call));
+                self.count += insert(&mut self.sizes, hash, probe.key(), Arc::clone(&call));
                 Ok(Lookup::Sizes(call))
             }
         }

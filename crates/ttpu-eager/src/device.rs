@@ -23,10 +23,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
 use smallvec::SmallVec;
-use ttpu_ir::Graph;
+use ttpu_ir::{DType, Graph};
 use ttpu_runtime::{Buffer, CompileSpec, Counters, Executable, FxHasher, ProgramKey, Runtime, RuntimeOptions};
 
-use crate::tape::{CallGraph, Slot, Tape, TapeOp, TypeMemo};
+use crate::tape::{CallGraph, Slot, Tape, TapeOp, TypeMemo, Used};
 use crate::tensor::{RecordedAt, TensorNode};
 use crate::{Error, Result, Tensor};
 
@@ -73,6 +73,8 @@ pub(crate) struct State {
     tape: Tape,
     /// The buffer each pending-tape input reads, by input index.
     inputs: Vec<Arc<Buffer>>,
+    /// The bytes of each pending-tape host value, by host index.
+    host_data: Vec<Vec<u8>>,
     /// Input already made for a buffer, by the buffer's address (kept alive by `inputs`).
     /// Hashed with `FxHasher`: recording looks an operand's buffer up here on every op.
     input_of_buffer: HashMap<usize, Slot, BuildHasherDefault<FxHasher>>,
@@ -90,6 +92,7 @@ impl State {
             epoch,
             tape: Tape::default(),
             inputs: Vec::new(),
+            host_data: Vec::new(),
             input_of_buffer: HashMap::default(),
             recorded: Vec::new(),
             types: TypeMemo::default(),
@@ -105,6 +108,7 @@ impl State {
         self.tape.clear();
         self.epoch += 1;
         self.inputs.clear();
+        self.host_data.clear();
         self.input_of_buffer.clear();
         self.recorded.clear();
     }
@@ -143,7 +147,7 @@ impl State {
     }
 
     /// The program that materializing now would run, and the pending inputs it reads.
-    fn pending_program(&self) -> Result<(Tape, Vec<usize>)> {
+    fn pending_program(&self) -> Result<(Tape, Used)> {
         let outputs: Vec<Slot> = self.live()?.iter().map(|(_, slot)| *slot).collect();
         self.tape.extract(&self.tape.needed(&outputs), &outputs)
     }
@@ -287,6 +291,30 @@ impl Device {
         results.pop().ok_or_else(|| Error::internal("an op recorded no result"))
     }
 
+    /// A tensor of `dtype` and `dims` holding `data` (row-major little-endian bytes) from the
+    /// host, recorded rather than uploaded: the program that first reads it receives it packed
+    /// with the other host values of its dtype, one transfer for all (Python numbers passed as
+    /// tensors, random keys). Its value is not part of the program's structure.
+    pub fn host(&self, dtype: DType, dims: &[i64], data: Vec<u8>) -> Result<Tensor> {
+        let count = crate::tensor::checked_element_count(dims)?;
+        if data.len() != count.saturating_mul(dtype.byte_size()) {
+            return Err(Error::DataLength {
+                shape: Box::new(ttpu_ir::Shape::from_static(dims)),
+                expected: count,
+                actual: data.len() / dtype.byte_size().max(1),
+            });
+        }
+        let mut state = self.state()?;
+        let state = &mut *state;
+        let ty = state.types.intern(ttpu_ir::TensorType::new(dtype, ttpu_ir::Shape::from_static(dims)));
+        let slot = state.tape.add_host(Arc::clone(&ty));
+        state.host_data.push(data);
+        let recorded_at = Some(RecordedAt { epoch: state.epoch, slot });
+        let node = Arc::new(TensorNode { device: self.clone(), ty, recorded_at, buffer: OnceLock::new() });
+        state.recorded.push(Arc::downgrade(&node));
+        Ok(Tensor { node })
+    }
+
     /// Records `graph` called on `operands` as one step: a pending tensor per output of the
     /// graph. The operands must have the types of the graph's inputs.
     pub fn call(&self, graph: &CallGraph, operands: &[&Tensor]) -> Result<Vec<Tensor>> {
@@ -357,17 +385,17 @@ impl Device {
             // When every step and input is needed (a chain of ops whose intermediates died), the
             // pending tape is the program: take it instead of copying it step by step.
             let taken = needed.is_everything();
-            let (program, used_inputs) = if taken {
+            let (program, used) = if taken {
                 let mut tape = std::mem::take(&mut state.tape);
                 tape.outputs = outputs;
-                let input_count = tape.inputs.len();
-                (tape, (0..input_count).collect())
+                let used = Used { inputs: (0..tape.inputs.len()).collect(), hosts: (0..tape.hosts.len()).collect() };
+                (tape, used)
             } else {
                 state.tape.extract(&needed, &outputs)?
             };
-            let aliases = donations(&program, &used_inputs, &state.inputs, &live);
+            let aliases = donations(&program, &used.inputs, &state.inputs, &live);
             self.inner.donated.fetch_add(aliases.len() as u64, Ordering::Relaxed);
-            let results = self.run(&program, &used_inputs, &state.inputs, aliases);
+            let results = self.run(&program, &used, &state.inputs, &state.host_data, aliases);
             let results = match results {
                 Ok(results) => results,
                 Err(error) => {
@@ -399,8 +427,9 @@ impl Device {
     fn run(
         &self,
         program: &Tape,
-        used_inputs: &[usize],
+        used: &Used,
         inputs: &[Arc<Buffer>],
+        host_data: &[Vec<u8>],
         aliases: Vec<(usize, usize)>,
     ) -> Result<Vec<Buffer>> {
         // A recorded tape is built into IR and fused with the exact rules (bit-exact) only on a
@@ -408,7 +437,15 @@ impl Device {
         let spec = CompileSpec { aliases, ..CompileSpec::on(self.inner.index) };
         let executable =
             self.inner.runtime.executable(program, &spec, || Ok::<_, Error>(fused(&program.to_graph()?)))?;
-        let args: Vec<&Buffer> = used_inputs.iter().map(|&index| &*inputs[index]).collect();
+        // Host values go up packed: one transfer per dtype, in the program's order.
+        let mut packed = Vec::new();
+        for (dtype, members) in program.host_groups() {
+            let bytes: Vec<u8> =
+                members.iter().flat_map(|&member| host_data[used.hosts[member]].iter().copied()).collect();
+            let count = (bytes.len() / dtype.byte_size().max(1)) as i64;
+            packed.push(self.inner.runtime.upload_bytes(&bytes, dtype, &[count], self.inner.index)?);
+        }
+        let args: Vec<&Buffer> = used.inputs.iter().map(|&index| &*inputs[index]).chain(packed.iter()).collect();
         Ok(executable.run(&args)?)
     }
 }

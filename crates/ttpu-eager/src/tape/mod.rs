@@ -31,11 +31,13 @@ pub(crate) use self::build::MatmulPlan;
 use crate::{Error, Result};
 use ttpu_runtime::FxHasher;
 
-/// Where a pending value comes from: an input buffer by index, or a result of a step (the step's
-/// index, then the result's: every op but [`TapeOp::Call`] has one result).
+/// Where a pending value comes from: an input buffer by index, a host value by index (data the
+/// program receives packed, see [`Tape::hosts`]), or a result of a step (the step's index, then
+/// the result's: every op but [`TapeOp::Call`] has one result).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Slot {
     Input(u32),
+    Host(u32),
     Step(u32, u32),
 }
 
@@ -208,10 +210,17 @@ pub(crate) struct Step {
     pub(crate) operands: SmallVec<[Slot; 3]>,
 }
 
-/// Recorded work: input types, steps in recording order, and (for a program) the outputs.
+/// Recorded work: input types, host value types, steps in recording order, and (for a program)
+/// the outputs.
+///
+/// Host values (small data from the host: Python numbers a frontend passes as tensors, random
+/// keys) are not uploaded one by one: a program receives them packed, one vector per dtype in
+/// order of first appearance after its buffer inputs, and slices each out. Their types are part
+/// of the program, their values are not.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Tape {
     pub(crate) inputs: Vec<Arc<TensorType>>,
+    pub(crate) hosts: Vec<Arc<TensorType>>,
     pub(crate) steps: Vec<Step>,
     pub(crate) outputs: Vec<Slot>,
 }
@@ -220,8 +229,27 @@ impl Tape {
     /// Empties the tape, keeping its memory for the next recording.
     pub(crate) fn clear(&mut self) {
         self.inputs.clear();
+        self.hosts.clear();
         self.steps.clear();
         self.outputs.clear();
+    }
+
+    pub(crate) fn add_host(&mut self, ty: Arc<TensorType>) -> Slot {
+        self.hosts.push(ty);
+        Slot::Host(index_u32(self.hosts.len() - 1))
+    }
+
+    /// The packed host inputs of this program: `(dtype, host indices in order)` per dtype, in order
+    /// of first appearance.
+    pub(crate) fn host_groups(&self) -> Vec<(ttpu_ir::DType, Vec<usize>)> {
+        let mut groups: Vec<(ttpu_ir::DType, Vec<usize>)> = Vec::new();
+        for (index, ty) in self.hosts.iter().enumerate() {
+            match groups.iter_mut().find(|(dtype, _)| *dtype == ty.dtype) {
+                Some((_, members)) => members.push(index),
+                None => groups.push((ty.dtype, vec![index])),
+            }
+        }
+        groups
     }
 
     pub(crate) fn add_input(&mut self, ty: Arc<TensorType>) -> Slot {
@@ -237,7 +265,11 @@ impl Tape {
 
     /// The inputs and steps that `outputs` need.
     pub(crate) fn needed(&self, outputs: &[Slot]) -> Needed {
-        let mut needed = Needed { inputs: vec![false; self.inputs.len()], steps: vec![false; self.steps.len()] };
+        let mut needed = Needed {
+            inputs: vec![false; self.inputs.len()],
+            hosts: vec![false; self.hosts.len()],
+            steps: vec![false; self.steps.len()],
+        };
         for &slot in outputs {
             needed.mark(slot);
         }
@@ -252,22 +284,30 @@ impl Tape {
         needed
     }
 
-    /// The needed part as a program returning `outputs`, its inputs renumbered densely; also
-    /// returns which of this tape's inputs it reads, in order.
-    pub(crate) fn extract(&self, needed: &Needed, outputs: &[Slot]) -> Result<(Tape, Vec<usize>)> {
+    /// The needed part as a program returning `outputs`, its inputs and host values renumbered
+    /// densely; also returns which of this tape's inputs and host values it reads, in order.
+    pub(crate) fn extract(&self, needed: &Needed, outputs: &[Slot]) -> Result<(Tape, Used)> {
         let mut program = Tape::default();
+        let mut used = Used::default();
         let mut input_map = vec![None; self.inputs.len()];
-        let mut used_inputs = Vec::new();
         for (index, ty) in self.inputs.iter().enumerate() {
             if needed.inputs[index] {
                 input_map[index] = Some(program.add_input(Arc::clone(ty)));
-                used_inputs.push(index);
+                used.inputs.push(index);
+            }
+        }
+        let mut host_map = vec![None; self.hosts.len()];
+        for (index, ty) in self.hosts.iter().enumerate() {
+            if needed.hosts[index] {
+                host_map[index] = Some(program.add_host(Arc::clone(ty)));
+                used.hosts.push(index);
             }
         }
         let mut step_map = vec![None; self.steps.len()];
-        let map = |input_map: &[Option<Slot>], step_map: &[Option<Slot>], slot: Slot| {
+        let map = |step_map: &[Option<Slot>], slot: Slot| {
             let mapped = match slot {
                 Slot::Input(index) => input_map.get(index as usize).copied().flatten(),
+                Slot::Host(index) => host_map.get(index as usize).copied().flatten(),
                 Slot::Step(index, result) => match step_map.get(index as usize).copied().flatten() {
                     Some(Slot::Step(step, _)) => Some(Slot::Step(step, result)),
                     _ => None,
@@ -279,11 +319,11 @@ impl Tape {
             if !needed.steps[index] {
                 continue;
             }
-            let operands = step.operands.iter().map(|&slot| map(&input_map, &step_map, slot)).collect::<Result<_>>()?;
+            let operands = step.operands.iter().map(|&slot| map(&step_map, slot)).collect::<Result<_>>()?;
             step_map[index] = Some(Slot::Step(program.push(step.op.clone(), operands), 0));
         }
-        program.outputs = outputs.iter().map(|&slot| map(&input_map, &step_map, slot)).collect::<Result<Vec<_>>>()?;
-        Ok((program, used_inputs))
+        program.outputs = outputs.iter().map(|&slot| map(&step_map, slot)).collect::<Result<Vec<_>>>()?;
+        Ok((program, used))
     }
 
     /// A 64-bit hash of everything [`Tape::same_program`] compares.
@@ -291,6 +331,10 @@ impl Tape {
         let mut hasher = FxHasher::default();
         hasher.write_usize(self.inputs.len());
         for ty in &self.inputs {
+            ty.hash(&mut hasher);
+        }
+        hasher.write_usize(self.hosts.len());
+        for ty in &self.hosts {
             ty.hash(&mut hasher);
         }
         hasher.write_usize(self.steps.len());
@@ -306,9 +350,11 @@ impl Tape {
     /// op and attributes reading the same slots, same outputs. Result types follow from those.
     pub(crate) fn same_program(&self, other: &Tape) -> bool {
         self.inputs.len() == other.inputs.len()
+            && self.hosts.len() == other.hosts.len()
             && self.steps.len() == other.steps.len()
             && self.outputs == other.outputs
             && self.inputs.iter().zip(&other.inputs).all(|(a, b)| Arc::ptr_eq(a, b) || a == b)
+            && self.hosts.iter().zip(&other.hosts).all(|(a, b)| Arc::ptr_eq(a, b) || a == b)
             && self.steps.iter().zip(&other.steps).all(|(a, b)| a.operands == b.operands && a.op == b.op)
     }
 
@@ -316,10 +362,24 @@ impl Tape {
     pub(crate) fn to_graph(&self) -> Result<Graph> {
         let mut builder = GraphBuilder::new();
         let inputs: Vec<ValueId> = self.inputs.iter().map(|ty| builder.input(TensorType::clone(ty), None)).collect();
+        // Each host value is sliced out of its dtype's packed input.
+        let mut hosts: Vec<Option<ValueId>> = vec![None; self.hosts.len()];
+        for (dtype, members) in self.host_groups() {
+            let sizes: Vec<i64> = members.iter().map(|&index| element_count_of(&self.hosts[index])).collect();
+            let total = sizes.iter().sum::<i64>();
+            let packed = builder.input(TensorType::new(dtype, ttpu_ir::Shape::from_static(&[total])), None);
+            let mut offset = 0;
+            for (&index, &size) in members.iter().zip(&sizes) {
+                let part = builder.slice(packed, &[offset], &[offset + size], &[1])?;
+                hosts[index] = Some(builder.reshape(part, self.hosts[index].shape.clone())?);
+                offset += size;
+            }
+        }
         let mut results: Vec<SmallVec<[ValueId; 1]>> = Vec::with_capacity(self.steps.len());
         let value = |results: &[SmallVec<[ValueId; 1]>], slot: Slot| {
             let value = match slot {
                 Slot::Input(index) => inputs.get(index as usize),
+                Slot::Host(index) => hosts.get(index as usize).and_then(Option::as_ref),
                 Slot::Step(index, result) => results.get(index as usize).and_then(|values| values.get(result as usize)),
             };
             value.copied().ok_or_else(|| Error::internal(format!("{slot:?} used before it was recorded")))
@@ -334,23 +394,37 @@ impl Tape {
     }
 }
 
-/// Which inputs and steps of a tape some outputs need.
+/// Which inputs, host values and steps of a tape some outputs need.
 pub(crate) struct Needed {
     inputs: Vec<bool>,
+    hosts: Vec<bool>,
     steps: Vec<bool>,
+}
+
+/// Which inputs and host values of a tape a program extracted from it reads, in order.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct Used {
+    pub(crate) inputs: Vec<usize>,
+    pub(crate) hosts: Vec<usize>,
+}
+
+/// The number of elements of a static type (a host value's: its data has that many).
+fn element_count_of(ty: &TensorType) -> i64 {
+    ty.shape.as_static().map_or(0, |dims| dims.iter().product())
 }
 
 impl Needed {
     fn mark(&mut self, slot: Slot) {
         match slot {
             Slot::Input(index) => self.inputs[index as usize] = true,
+            Slot::Host(index) => self.hosts[index as usize] = true,
             Slot::Step(index, _) => self.steps[index as usize] = true,
         }
     }
 
     /// Whether every input and step is needed: the tape is the program as it stands.
     pub(crate) fn is_everything(&self) -> bool {
-        self.inputs.iter().chain(&self.steps).all(|&needed| needed)
+        self.inputs.iter().chain(&self.hosts).chain(&self.steps).all(|&needed| needed)
     }
 }
 
@@ -564,8 +638,8 @@ mod tests {
         let live = Slot::Step(tape.push(add(Some(2.0)), smallvec::smallvec![input]), 0);
         let needed = tape.needed(&[live]);
         assert!(!needed.is_everything());
-        let (program, used_inputs) = tape.extract(&needed, &[live]).unwrap();
-        assert_eq!(used_inputs, vec![1]);
+        let (program, used) = tape.extract(&needed, &[live]).unwrap();
+        assert_eq!(used, Used { inputs: vec![1], hosts: vec![] });
         assert_eq!(program.inputs.len(), 1);
         assert_eq!(program.steps.len(), 1);
         assert_eq!(program.steps[0].operands.as_slice(), &[Slot::Input(0)]);

@@ -139,6 +139,11 @@ fn checked_shape(dims: &[i64]) -> Result<Shape> {
     Ok(Shape::from_static(dims))
 }
 
+/// The element count of `dims`, refusing negative sizes and counts that overflow.
+pub(crate) fn checked_element_count(dims: &[i64]) -> Result<usize> {
+    element_count(dims)
+}
+
 fn element_count(dims: &[i64]) -> Result<usize> {
     let invalid = || Error::InvalidShape { dims: dims.to_vec() };
     dims.iter().try_fold(1usize, |acc, &size| {

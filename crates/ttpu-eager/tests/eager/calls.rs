@@ -62,3 +62,21 @@ fn a_buffer_no_tensor_holds_is_donated_to_the_result_of_its_type() {
     assert_eq!(device.donated_buffers(), 3);
     assert_eq!((kept.to_vec::<f32>().unwrap(), y.to_vec::<f32>().unwrap()), (vec![4.0, 5.0], vec![5.0, 6.0]));
 }
+
+#[test]
+fn host_values_are_inputs_packed_per_dtype_and_not_part_of_the_program() {
+    let device = device();
+    let x = tensor(&device, &[1.0, 2.0], &[2]);
+    for (scale, shift) in [(2.0f32, 10i64), (-0.5, 3)] {
+        let scale_value = device.host(DType::F32, &[], scale.to_le_bytes().to_vec()).unwrap();
+        let shift_value = device.host(DType::I64, &[1], shift.to_le_bytes().to_vec()).unwrap();
+        let offset =
+            device.host(DType::F32, &[2], [0.25f32, 0.5].iter().flat_map(|v| v.to_le_bytes()).collect()).unwrap();
+        let y = x.mul(&scale_value).unwrap().add(&shift_value).unwrap().add(&offset).unwrap();
+        let expected: Vec<f32> =
+            [1.0f32, 2.0].iter().zip([0.25f32, 0.5]).map(|(v, o)| v * scale + shift as f32 + o).collect();
+        assert_eq!(y.to_vec::<f32>().unwrap(), expected);
+    }
+    assert_eq!((device.counters().compiles, device.counters().cache_hits), (1, 1), "values are not the key");
+    assert_eq!(message(device.host(DType::F32, &[2], vec![0; 4])), "shape [2] needs 2 elements, found 1");
+}
