@@ -266,6 +266,30 @@ impl Backend {
         Ok(())
     }
 
+    pub(crate) fn eager_device(&self, index: usize) -> Result<&ttpu_eager::Device> {
+        self.device(index)
+    }
+
+    /// The template of a call, from the memo.
+    pub(crate) fn lookup(
+        &self,
+        def: &'static OpDef,
+        args: &[Arg],
+        kwargs: &[(String, Arg)],
+        operands: &[Operand],
+    ) -> Result<Lookup> {
+        self.inner.memo.lock()?.lookup(def, args, kwargs, operands, &IndexMap::new())
+    }
+
+    pub(crate) fn rng_states_on(&self, device: usize, count: usize) -> Result<Vec<ttpu_eager::Tensor>> {
+        self.rng_states(device, count)
+    }
+
+    /// A new tensor of its own storage holding `value`.
+    pub(crate) fn fresh_on(&self, device: usize, meta: Meta, value: ttpu_eager::Tensor) -> Result<DeviceTensor> {
+        Ok(DeviceTensor::fresh(device, meta, value, self.memory(device)?))
+    }
+
     fn device(&self, index: usize) -> Result<&ttpu_eager::Device> {
         self.inner.devices.get(index).ok_or(Error::NoSuchDevice { index, count: self.inner.devices.len() })
     }

@@ -21,12 +21,14 @@
 
 mod backend;
 mod error;
+mod graph;
 mod memo;
 mod tensor;
 
 pub use backend::{Backend, HostTensor, Mode, OpId, OpKind, OpSpec, Returned, Stats, Value};
 pub use error::{Error, Result};
+pub use graph::{Program, Recorded, Recorder};
 pub use tensor::{DeviceTensor, Meta};
-pub use ttpu_aten::eager::Strides;
+pub use ttpu_aten::eager::{Arg, Strides};
 pub use ttpu_ir::DType;
 pub use ttpu_runtime::Runtime;

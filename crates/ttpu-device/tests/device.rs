@@ -123,3 +123,39 @@ fn pytorch_errors_for_devices_and_in_place_shapes() {
         "`aten.no_such_op.default` is not supported on the ttpu device (see docs/ops.md for the supported overloads)"
     );
 }
+
+#[test]
+fn a_recorded_graph_runs_as_one_step_on_device_tensors() {
+    use ttpu_device::{Arg, Recorded, Strides};
+    let backend = backend();
+    let mut recorder = backend.recorder();
+    let x = recorder.input(DType::F32, Strides::contiguous(&[2, 3])).unwrap();
+    let w = recorder.input(DType::F32, Strides::contiguous(&[3, 2])).unwrap();
+    let product =
+        match recorder.call("aten.mm.default", &[Arg::Tensor(x as usize), Arg::Tensor(w as usize)], &[]).unwrap() {
+            Recorded::Value(index, DType::F32, strides) => {
+                assert_eq!(strides.sizes, vec![2, 2]);
+                index
+            }
+            other => panic!("{other:?}"),
+        };
+    let scaled = match recorder.call("aten.mul.Tensor", &[Arg::Tensor(product as usize), Arg::Float(0.5)], &[]).unwrap()
+    {
+        Recorded::Value(index, ..) => index,
+        other => panic!("{other:?}"),
+    };
+    let error = recorder.call("aten.mm.default", &[Arg::Tensor(x as usize), Arg::Tensor(x as usize)], &[]).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "aten.mm.default: `dot_general`: lhs dim 1 of f32[2, 3] does not match rhs dim 0 of f32[2, 3]"
+    );
+    let program = recorder.finish(&[scaled, product]).unwrap();
+    let xs = backend.upload(0, &f32s(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3])).unwrap();
+    let ws = backend.upload(0, &f32s(&[1.0, 0.0, 0.0, 1.0, 1.0, 1.0], &[3, 2])).unwrap();
+    let results = backend.run_program(&program, &[xs.clone(), ws.clone()]).unwrap();
+    assert_eq!(backend.stats().unwrap().executions, 0, "recorded, not run");
+    assert_eq!(values(&backend, &results[0]), vec![2.0, 2.5, 5.0, 5.5]);
+    assert_eq!(values(&backend, &results[1]), vec![4.0, 5.0, 10.0, 11.0]);
+    let error = backend.run_program(&program, &[ws, xs]).unwrap_err();
+    assert_eq!(error.to_string(), "compiled graph: input 0 is f32[3, 2], the graph was compiled for f32[2, 3]");
+}
