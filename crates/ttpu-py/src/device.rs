@@ -14,7 +14,10 @@ use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyByteArray, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use ttpu::RuntimeOptions;
-use ttpu_device::{Backend, DType, DeviceTensor, HostTensor, Mode, OpId, OpKind, OpSpec, Returned, Value};
+use ttpu_device::{
+    Arg, Backend, DType, DeviceTensor, HostTensor, Mode, OpId, OpKind, OpSpec, Program, Recorded, Recorder, Returned,
+    Strides, Value,
+};
 
 use crate::error;
 
@@ -350,4 +353,152 @@ pub(crate) fn device_stats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     dict.set_item("donated", stats.donated)?;
     dict.set_item("fallbacks", stats.fallbacks.into_iter().collect::<Vec<_>>().into_pyobject(py)?)?;
     Ok(dict)
+}
+
+/// A reference to a value of a [`GraphRecorder`]: how a graph's nodes name each other's results.
+#[pyclass(frozen, module = "ttpu._ttpu")]
+pub(crate) struct Ref {
+    index: u32,
+}
+
+#[pymethods]
+impl Ref {
+    #[new]
+    fn new(index: u32) -> Ref {
+        Ref { index }
+    }
+
+    /// The value's index.
+    #[getter]
+    fn index(&self) -> u32 {
+        self.index
+    }
+}
+
+/// An ATen graph recorded node by node through the op table (`torch.compile`'s graphs).
+#[pyclass(module = "ttpu._ttpu")]
+pub(crate) struct GraphRecorder {
+    recorder: Option<Recorder>,
+}
+
+/// A recorded graph: `run(tensors)` records it as one step on the device.
+#[pyclass(frozen, module = "ttpu._ttpu")]
+pub(crate) struct GraphProgram {
+    program: Program,
+}
+
+fn recorder_arg(py: Python<'_>, device: &Device, object: &Bound<'_, PyAny>) -> PyResult<Arg> {
+    if object.is_none() {
+        return Ok(Arg::None);
+    }
+    if let Ok(reference) = object.cast::<Ref>() {
+        return Ok(Arg::Tensor(reference.get().index as usize));
+    }
+    if object.is_instance_of::<PyBool>() {
+        return Ok(Arg::Bool(object.extract()?));
+    }
+    if object.is_instance_of::<PyInt>() {
+        return Ok(Arg::Int(object.extract()?));
+    }
+    if object.is_instance_of::<PyFloat>() {
+        return Ok(Arg::Float(object.extract()?));
+    }
+    if object.is_instance_of::<PyString>() {
+        return Ok(Arg::Str(object.extract()?));
+    }
+    if object.is_instance_of::<PyList>() || object.is_instance_of::<PyTuple>() {
+        return Ok(Arg::List(
+            object.try_iter()?.map(|item| recorder_arg(py, device, &item?)).collect::<PyResult<_>>()?,
+        ));
+    }
+    for (name, dtype) in device.dtypes.bind(py).iter() {
+        if object.is(&dtype) {
+            let name: String = name.extract()?;
+            return Ok(Arg::DType(name.parse().map_err(|_| error(format!("unknown dtype `{name}`")))?));
+        }
+    }
+    Ok(Arg::Opaque(object.str()?.to_string()))
+}
+
+fn recorded_to_python<'py>(py: Python<'py>, recorded: Recorded) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match recorded {
+        Recorded::Value(index, dtype, strides) => {
+            (Ref { index }, dtype.name(), strides.sizes, strides.strides, strides.offset).into_pyobject(py)?.into_any()
+        }
+        Recorded::Int(value) => value.into_pyobject(py)?.into_any(),
+        Recorded::Bool(value) => PyBool::new(py, value).to_owned().into_any(),
+        Recorded::None => py.None().into_bound(py),
+        Recorded::List(items) => {
+            let items = items.into_iter().map(|item| recorded_to_python(py, item)).collect::<PyResult<Vec<_>>>()?;
+            PyList::new(py, items)?.into_any()
+        }
+    })
+}
+
+#[pymethods]
+impl GraphRecorder {
+    #[new]
+    fn new() -> PyResult<GraphRecorder> {
+        Ok(GraphRecorder { recorder: Some(backend()?.recorder()) })
+    }
+
+    /// Adds a tensor input; returns its reference.
+    fn input(&mut self, dtype: &str, sizes: Vec<i64>, strides: Vec<i64>, offset: i64) -> PyResult<Ref> {
+        let dtype: DType = dtype.parse().map_err(|_| error(format!("unknown dtype `{dtype}`")))?;
+        let recorder = self.recorder.as_mut().ok_or_else(|| error("the graph is already finished"))?;
+        let index = recorder.input(dtype, Strides { sizes, strides, offset }).map_err(error)?;
+        Ok(Ref { index })
+    }
+
+    /// Records the overload `op` on `args` and `kwargs` (tensors as `Ref`s); returns its results:
+    /// `(Ref, dtype, sizes, strides, offset)` per tensor, Python values for the rest.
+    fn call<'py>(
+        &mut self,
+        py: Python<'py>,
+        op: &str,
+        args: &Bound<'py, PyTuple>,
+        kwargs: &Bound<'py, PyDict>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let (args, kwargs) = with_device(|device| {
+            let args = args.iter().map(|arg| recorder_arg(py, device, &arg)).collect::<PyResult<Vec<_>>>()?;
+            let kwargs = kwargs
+                .iter()
+                .map(|(key, arg)| Ok((key.extract::<String>()?, recorder_arg(py, device, &arg)?)))
+                .collect::<PyResult<Vec<_>>>()?;
+            Ok((args, kwargs))
+        })?;
+        let recorder = self.recorder.as_mut().ok_or_else(|| error("the graph is already finished"))?;
+        let recorded = recorder.call(op, &args, &kwargs).map_err(error)?;
+        recorded_to_python(py, recorded)
+    }
+
+    /// The program returning `outputs`.
+    fn finish(&mut self, outputs: Vec<Bound<'_, PyAny>>) -> PyResult<GraphProgram> {
+        let indices = outputs
+            .iter()
+            .map(|output| {
+                output.cast::<Ref>().map(|reference| reference.get().index).map_err(|_| error("outputs are Refs"))
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        let recorder = self.recorder.take().ok_or_else(|| error("the graph is already finished"))?;
+        Ok(GraphProgram { program: recorder.finish(&indices).map_err(error)? })
+    }
+}
+
+#[pymethods]
+impl GraphProgram {
+    /// Records the program on `tensors` (ttpu tensors, in its input order); returns its results
+    /// as `(handle, sizes, strides, offset, dtype, device)` tuples.
+    fn run<'py>(&self, py: Python<'py>, tensors: Vec<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyList>> {
+        let handles = tensors.iter().map(|tensor| handle_of(&tensor.getattr("_h")?)).collect::<PyResult<Vec<_>>>()?;
+        let results = backend()?.run_program(&self.program, &handles).map_err(error)?;
+        let items = results.into_iter().map(|tensor| tensor_tuple(py, tensor)).collect::<PyResult<Vec<_>>>()?;
+        PyList::new(py, items)
+    }
+
+    /// How many tensor inputs it takes.
+    #[getter]
+    fn input_count(&self) -> usize {
+        self.program.inputs().len()
+    }
 }

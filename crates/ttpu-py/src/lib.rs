@@ -249,6 +249,9 @@ fn _ttpu(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(write_safetensors, module)?)?;
     module.add_function(wrap_pyfunction!(read_safetensors, module)?)?;
     module.add_class::<device::Handle>()?;
+    module.add_class::<device::Ref>()?;
+    module.add_class::<device::GraphRecorder>()?;
+    module.add_class::<device::GraphProgram>()?;
     for function in [
         wrap_pyfunction!(device::device_init, module)?,
         wrap_pyfunction!(device::device_register, module)?,
