@@ -1,4 +1,5 @@
-//! The `ttpu` command line: `lower`, `run`, `parity` and `bench` over `.fx` models.
+//! The `ttpu` command line: `lower`, `run`, `parity`, `bench` and `train` over `.fx` models, and
+//! `generate` and `serve` over language models (run by the `ttpu-serve` binary, see `cli::llm`).
 //!
 //! Outside tools depend on these forms; see the README. Errors are printed as `miette` reports:
 //! frontend errors show the offending source line with a label.
@@ -6,6 +7,8 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
+
+mod cli;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use miette::{LabeledSpan, NamedSource, Report};
@@ -85,6 +88,13 @@ enum Command {
     },
     /// Train a joint forward-backward graph (`_export_forward_backward`) with SGD or AdamW.
     Train(Box<TrainArgs>),
+    /// Generate text with a language model exported by `ttpu.export_llm` (`ttpu generate --help`).
+    #[command(disable_help_flag = true)]
+    Generate(cli::llm::Forwarded),
+    /// Serve a language model exported by `ttpu.export_llm` over HTTP with OpenAI's API
+    /// (`ttpu serve --help`).
+    #[command(disable_help_flag = true)]
+    Serve(cli::llm::Forwarded),
     /// Run a model and compare its outputs with expected ones; exits 0 only if all match.
     Parity {
         /// The `.fx` file.
@@ -359,6 +369,8 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<ExitCode, Report> {
     match cli.command {
+        Command::Generate(args) => cli::llm::forward("generate", args),
+        Command::Serve(args) => cli::llm::forward("serve", args),
         Command::Lower { model, emit, output, symbols, explain_dynamic, dynamic, fuse, parallel } => {
             let (source, path) = read_model(&model)?;
             let parallelism = parallel.parallelism(&source)?;

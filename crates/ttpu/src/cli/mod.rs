@@ -1,0 +1,3 @@
+//! Commands of the `ttpu` CLI that live in modules of their own.
+
+pub mod llm;
