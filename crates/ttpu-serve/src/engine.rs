@@ -293,18 +293,21 @@ fn run(mut generator: Generator, commands: mpsc::Receiver<Command>, shared: &Sha
                 }
                 request.last_token = Some(now);
             }
-            let delivered = request.events.send(Ok(event.kind)).is_ok();
-            if finished || !delivered {
+            if finished {
+                // Counted before the caller hears of it, so its next request finds the slot
+                // free and the metrics current.
                 let request = live.remove(&ticket).expect("the ticket is live");
                 tickets.remove(&request.id);
                 shared.in_flight.fetch_sub(1, Ordering::AcqRel);
-                if finished {
-                    shared.metrics.outcome(Outcome::Finished);
-                } else {
-                    // The caller went away between steps: free the slot now.
-                    generator.cancel(request.id);
-                    shared.metrics.outcome(Outcome::Cancelled);
-                }
+                shared.metrics.outcome(Outcome::Finished);
+                let _ = request.events.send(Ok(event.kind));
+            } else if request.events.send(Ok(event.kind)).is_err() {
+                // The caller went away between steps: free the slot now.
+                let request = live.remove(&ticket).expect("the ticket is live");
+                tickets.remove(&request.id);
+                generator.cancel(request.id);
+                shared.in_flight.fetch_sub(1, Ordering::AcqRel);
+                shared.metrics.outcome(Outcome::Cancelled);
             }
         }
         shared.metrics.step(generator.running(), generator.waiting());

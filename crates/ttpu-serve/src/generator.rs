@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use ttpu::{DType, HostTensor, LoadedModel, Session, TensorMap};
 
 use crate::manifest::Manifest;
-use crate::sampling::{Sampling, candidates};
+use crate::sampling::{Sampling, subset};
 use crate::scheduler::{self, Buckets, Slots};
 use crate::text::{Detokenizer, StopText, TextCodec};
 use crate::{Error, Result};
@@ -258,8 +258,8 @@ impl Generator {
         &self.info
     }
 
-    /// The most programs greedy serving compiles at these buckets (top-k and top-p add one
-    /// per candidate count met).
+    /// The most programs greedy serving compiles at these buckets (sampling adds one per count
+    /// of sampling and filtering rows met, in powers of two).
     pub fn program_count(&self) -> usize {
         scheduler::program_count(&self.buckets, self.token_budget, self.info.max_batch)
     }
@@ -337,7 +337,7 @@ impl Generator {
         for (rows, steps, window) in shapes {
             let row =
                 Row { slot: scratch, position: 0, tokens: &tokens[..steps], sampling: Sampling::GREEDY, counter: 0 };
-            self.call(&[row], rows, steps, window, 1)?;
+            self.call(&[row], rows, steps, window)?;
             calls += 1;
         }
         Ok(calls)
@@ -368,8 +368,7 @@ impl Generator {
                         counter: 0,
                     })
                     .collect();
-                let k = candidates(rows.iter().map(|row| &row.sampling), self.info.manifest.vocab_size);
-                let tokens = self.call(&rows, group.rows, group.steps, group.window, k)?;
+                let tokens = self.call(&rows, group.rows, group.steps, group.window)?;
                 drop(rows);
                 for ((slot, entry), token) in members.into_iter().zip(tokens) {
                     self.accept(slot, entry, token, &mut events)?;
@@ -394,8 +393,7 @@ impl Generator {
             let (batch, window) = scheduler::decode_shape(&positions, &self.buckets).ok_or_else(|| {
                 Error::BadOutput { message: format!("no bucket for a decode step at positions {positions:?}") }
             })?;
-            let k = candidates(rows.iter().map(|row| &row.sampling), self.info.manifest.vocab_size);
-            let tokens = self.call(&rows, batch, 1, window, k)?;
+            let tokens = self.call(&rows, batch, 1, window)?;
             let slots: Vec<usize> = rows.iter().map(|row| row.slot).collect();
             drop(rows);
             for (slot, token) in slots.into_iter().zip(tokens) {
@@ -458,9 +456,8 @@ impl Generator {
     }
 
     /// Runs the step program on `rows`, padded to `batch` rows of `steps` tokens (padding rows
-    /// write the scratch slot), attending `window` positions with `k` sampling candidates;
-    /// returns one token per row.
-    fn call(&self, rows: &[Row], batch: usize, steps: usize, window: usize, k: usize) -> Result<Vec<u32>> {
+    /// write the scratch slot), attending `window` positions; returns one token per row.
+    fn call(&self, rows: &[Row], batch: usize, steps: usize, window: usize) -> Result<Vec<u32>> {
         let scratch = self.info.manifest.scratch_slot;
         let padded = |index: usize| rows.get(index);
         let column =
@@ -470,7 +467,7 @@ impl Generator {
             let row_tokens = padded(index).map_or(&[][..], |row| row.tokens);
             tokens.extend((0..steps).map(|at| row_tokens.get(at).map_or(0, |&token| i64::from(token))));
         }
-        let (b, t, w, k_dim) = (batch as i64, steps as i64, window as i64, k as i64);
+        let (b, t, w) = (batch as i64, steps as i64, window as i64);
         let mut inputs = TensorMap::new();
         inputs.insert("tokens".into(), ints(tokens, vec![b, t]));
         inputs.insert("slots".into(), ints(column(&|row| row.map_or(scratch, |row| row.slot) as i64), vec![b]));
@@ -489,8 +486,12 @@ impl Generator {
         inputs.insert("top_p".into(), floats((0..batch).map(|index| sampling(padded(index)).top_p).collect(), vec![b]));
         inputs.insert("seed".into(), ints(column(&|row| sampling(row).seed32()), vec![b]));
         inputs.insert("counter".into(), ints(column(&|row| row.map_or(0, |row| row.counter) as i64), vec![b]));
-        inputs.insert("candidate_rank".into(), ints((0..k_dim).collect(), vec![k_dim]));
-        let _span = tracing::debug_span!("step", rows = rows.len(), batch, steps, window, k).entered();
+        let sample_rows = subset(rows.iter().map(|row| row.sampling.temperature > 0.0), batch);
+        let filter_rows = subset(rows.iter().map(|row| row.sampling.filters()), batch);
+        let (sampled, filtered) = (sample_rows.len(), filter_rows.len());
+        inputs.insert("sample_rows".into(), ints(sample_rows, vec![sampled as i64]));
+        inputs.insert("filter_rows".into(), ints(filter_rows, vec![filtered as i64]));
+        let _span = tracing::debug_span!("step", rows = rows.len(), batch, steps, window, sampled, filtered).entered();
         let prepared = self.model.prepare(&[&inputs])?;
         let outputs = self.model.execute(prepared)?;
         let ids = outputs.get("output_0", 0)?;

@@ -106,11 +106,11 @@ async fn models(State(state): State<Arc<AppState>>) -> Response {
 }
 
 async fn completions(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
-    respond(state, &body, Endpoint::Completions).await
+    respond(state, body, Endpoint::Completions).await
 }
 
 async fn chat_completions(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
-    respond(state, &body, Endpoint::Chat).await
+    respond(state, body, Endpoint::Chat).await
 }
 
 /// A request checked and handed to the engine.
@@ -121,8 +121,21 @@ struct Accepted {
     id: String,
 }
 
-async fn respond(state: Arc<AppState>, body: &[u8], endpoint: Endpoint) -> Response {
-    let accepted = match accept(&state, body, endpoint) {
+async fn respond(state: Arc<AppState>, body: Bytes, endpoint: Endpoint) -> Response {
+    // Parsing, the chat template and tokenization take time in proportion to the prompt: off the
+    // threads that stream other requests' tokens.
+    let checking = Arc::clone(&state);
+    let accepted =
+        tokio::task::spawn_blocking(move || accept(&checking, &body, endpoint)).await.unwrap_or_else(|error| {
+            Err(ApiError {
+                status: 500,
+                message: format!("checking the request failed: {error}"),
+                kind: "server_error",
+                param: None,
+                code: None,
+            })
+        });
+    let accepted = match accepted {
         Ok(accepted) => accepted,
         Err(error) => {
             // A 429 was counted by the engine; a 400 is refused before reaching it.

@@ -18,7 +18,7 @@ pub const FORMAT: &str = "ttpu-llm";
 /// The format version this engine reads.
 pub const VERSION: u32 = 1;
 /// The step program's inputs, in order (`ttpu/_llm.py`'s `STEP_INPUTS`).
-pub const STEP_INPUTS: [&str; 11] = [
+pub const STEP_INPUTS: [&str; 12] = [
     "tokens",
     "slots",
     "positions",
@@ -29,7 +29,8 @@ pub const STEP_INPUTS: [&str; 11] = [
     "top_p",
     "seed",
     "counter",
-    "candidate_rank",
+    "sample_rows",
+    "filter_rows",
 ];
 
 /// Sizes no export reaches; larger ones are refused so products of them stay far from overflow.
@@ -237,7 +238,7 @@ mod tests {
         );
         assert_eq!(
             error(|value| value["max_batch"] = serde_json::json!(-1)),
-            "serve.json: not a ttpu-llm manifest: invalid value: integer `-1`, expected usize at line 1 column 157"
+            "serve.json: not a ttpu-llm manifest: invalid value: integer `-1`, expected usize at line 1 column 317"
         );
     }
 }

@@ -110,7 +110,7 @@ impl Metrics {
         scalar(
             "ttpu_prompt_tokens_total",
             "counter",
-            "Prompt tokens prefilled.",
+            "Prompt tokens of the requests accepted.",
             load(&self.prompt_tokens).to_string(),
         );
         scalar("ttpu_generated_tokens_total", "counter", "Tokens generated.", load(&self.generated_tokens).to_string());

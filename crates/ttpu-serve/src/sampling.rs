@@ -3,7 +3,9 @@
 //! The step program samples (see `ttpu/_llm.py`): greedy at temperature 0, else a Gumbel-max
 //! draw whose uniform numbers hash the request's 32-bit seed, its token counter and the
 //! vocabulary index, so a seeded request draws the same tokens in any batch. Top-k and top-p
-//! choose among the `K` best tokens of each row; [`candidates`] picks the `K` a batch needs.
+//! thresholds are found by bisection over each row's logits, without a sort. The draws run only
+//! on the rows that sample and the filters only on the rows that filter: [`subset`] lists them
+//! for the program, padded to a power of two.
 
 use crate::{Error, Result};
 
@@ -52,17 +54,15 @@ impl Sampling {
     }
 }
 
-/// How many of the best tokens the batch's filtered draws must see: 1 when no row filters (the
-/// program's top-k is then a cheap pass), every token for a top-p without top-k, else the
-/// largest top-k; rounded up to a power of two (at most the vocabulary) so few sizes compile.
-pub fn candidates<'a>(rows: impl IntoIterator<Item = &'a Sampling>, vocab: usize) -> usize {
-    let needed = rows
-        .into_iter()
-        .filter(|row| row.filters())
-        .map(|row| if row.top_k == 0 { vocab } else { (row.top_k as usize).min(vocab) })
-        .max()
-        .unwrap_or(1);
-    needed.checked_next_power_of_two().unwrap_or(vocab).min(vocab).max(1)
+/// The indices of the rows where `wanted` holds, padded to a power of two (at most `batch`, at
+/// least 1) with repeats of the first, or with row 0 when none is wanted: the program leaves a
+/// row that does not want the work as it was, so padding changes nothing.
+pub fn subset(wanted: impl IntoIterator<Item = bool>, batch: usize) -> Vec<i64> {
+    let rows: Vec<i64> =
+        wanted.into_iter().enumerate().filter(|(_, wanted)| *wanted).map(|(index, _)| index as i64).collect();
+    let size = rows.len().max(1).checked_next_power_of_two().unwrap_or(batch).min(batch.max(rows.len())).max(1);
+    let pad = rows.first().copied().unwrap_or(0);
+    rows.iter().copied().chain(std::iter::repeat(pad)).take(size).collect()
 }
 
 #[cfg(test)]
@@ -84,13 +84,13 @@ mod tests {
     }
 
     #[test]
-    fn candidates_cover_every_filtering_row() {
-        let vocab = 1000;
-        assert_eq!(candidates(&[sampling(0.0, 5, 0.5), sampling(1.0, 0, 1.0)], vocab), 1);
-        assert_eq!(candidates(&[sampling(1.0, 5, 1.0), sampling(0.7, 3, 1.0)], vocab), 8);
-        assert_eq!(candidates(&[sampling(1.0, 64, 0.9)], vocab), 64);
-        assert_eq!(candidates(&[sampling(1.0, 5, 1.0), sampling(1.0, 0, 0.9)], vocab), vocab);
-        assert_eq!(candidates(&[sampling(1.0, 5000, 1.0)], vocab), vocab);
+    fn subsets_list_the_rows_padded_to_a_power_of_two() {
+        assert_eq!(subset([false, true, false, true, true], 8), vec![1, 3, 4, 1]);
+        assert_eq!(subset([false, false], 2), vec![0]);
+        assert_eq!(subset([true; 5], 6), vec![0, 1, 2, 3, 4, 0]);
+        assert_eq!(subset([true; 8], 8), (0..8).collect::<Vec<i64>>());
+        let filters = [sampling(0.0, 5, 0.5), sampling(1.0, 0, 1.0), sampling(0.7, 3, 1.0)];
+        assert_eq!(subset(filters.iter().map(Sampling::filters), 4), vec![2]);
     }
 
     #[test]

@@ -4,9 +4,9 @@ and `ttpu generate` run.
 One step program serves both prefill and decode. It takes `b` rows of `T` tokens, writes their
 keys and values into the KV cache at each row's slot and positions, attends over the first `W`
 positions of each row's slot, and samples one next token per row on the device, so only token
-ids cross to the host. `b`, `T`, `W` and `K` (the sampling candidates) are symbolic dims of the
-one exported program: the server compiles it once per size it uses (buckets in `serve.json`), and
-every size shares one set of resident weights and one KV cache.
+ids cross to the host. `b`, `T`, `W`, `S` and `F` (the rows that sample, and those that filter)
+are symbolic dims of the one exported program: the server compiles it once per size it uses
+(buckets in `serve.json`), and every size shares one set of resident weights and one KV cache.
 
 The KV cache is real state: two buffers per attention layer (`kv_cache.k<i>`, `kv_cache.v<i>`) of
 shape `[slots + 1, max_seq_len, kv_heads, head_dim]`, updated with `index_put_`, so the exported
@@ -25,7 +25,9 @@ with the reason.
 
 Sampling is counter-based: the uniform numbers behind the Gumbel-max draw are a hash of the
 request's seed, its token counter and the vocabulary index, so a seeded request gives the same
-tokens whatever else shares its batch.
+tokens whatever else shares its batch. Top-k and top-p thresholds are found by bisection over
+each row's logits (no sort, which would cost a full sort of the vocabulary per row and step), and
+the draws and filters run only on the rows that need them (`sample_rows`, `filter_rows`).
 """
 
 from __future__ import annotations
@@ -50,7 +52,8 @@ STEP_INPUTS = (
     "top_p",  # f32[b]: 1 keeps every token
     "seed",  # i64[b]: 0..2^32
     "counter",  # i64[b]: the index of the token being sampled in its request
-    "candidate_rank",  # i64[K]: 0..K, the ranks top-k and top-p choose among
+    "sample_rows",  # i64[S]: the rows that sample (temperature > 0), padded
+    "filter_rows",  # i64[F]: the rows that sample with top-k or top-p, padded
 )
 
 _MASK32 = 0xFFFFFFFF
@@ -75,32 +78,64 @@ def _uniform(seed, counter, vocab: int):
     return ((bits >> 8).to(torch.float32) + 0.5) * (1.0 / (1 << 24))
 
 
-def sample(logits, temperature, top_k, top_p, seed, counter, candidate_rank):
+def _keep_top_k_top_p(scaled, top_k, top_p, iterations: int = 40):
+    """Which tokens of each row (`[F, V]` temperature-scaled logits) survive top-k and then top-p
+    (renormalised after top-k, as Hugging Face's warpers): every token at least as likely as the
+    k-th, then every remaining token at least as likely as the one where the mass reaches top-p.
+    Each threshold is found by bisection over the row's values and snapped to a value of the
+    row, so ties at the threshold are kept (as Hugging Face keeps them) and no sort is needed."""
+    import torch
+
+    vocab = scaled.shape[-1]
+    inf = torch.full_like(scaled, float("inf"))
+
+    def snap(low):
+        # The smallest value at or above `low`: a value of the row, so the comparison is exact.
+        return torch.where(scaled >= low[:, None], scaled, inf).amin(dim=-1)
+
+    k = torch.where((top_k <= 0) | (top_k > vocab), vocab, top_k).to(scaled.dtype)
+    low, high = scaled.amin(dim=-1), scaled.amax(dim=-1) + 1.0
+    for _ in range(iterations):
+        middle = (low + high) * 0.5
+        enough = (scaled >= middle[:, None]).to(scaled.dtype).sum(dim=-1) >= k
+        low, high = torch.where(enough, middle, low), torch.where(enough, high, middle)
+    keep = scaled >= snap(low)[:, None]
+    probs = torch.softmax(torch.where(keep, scaled, -inf), dim=-1)
+    low = torch.where(keep, scaled, inf).amin(dim=-1)
+    high = scaled.amax(dim=-1) + 1.0
+    for _ in range(iterations):
+        middle = (low + high) * 0.5
+        enough = (probs * (scaled >= middle[:, None]).to(probs.dtype)).sum(dim=-1) >= top_p
+        low, high = torch.where(enough, middle, low), torch.where(enough, high, middle)
+    return keep & (scaled >= snap(low)[:, None])
+
+
+def sample(logits, temperature, top_k, top_p, seed, counter, sample_rows, filter_rows):
     """One token per row of `logits` (`[b, V]`): greedy where the temperature is 0, else a
-    Gumbel-max draw from the temperature-scaled distribution, restricted to the top-k tokens and
-    then to the smallest set whose probability reaches top-p (renormalised after top-k, as
-    Hugging Face's warpers do) where a row asks for either. The filtered draw looks at the top
-    `K = len(candidate_rank)` tokens, so `K` must cover every filtering row's top-k (the whole
-    vocabulary for a top-p without top-k)."""
+    Gumbel-max draw from the temperature-scaled distribution, restricted to top-k and top-p
+    where a row asks for either. The draws run only on the rows `sample_rows` lists, the filters
+    only on those `filter_rows` lists (each padded with repeats of a row, or any row when none
+    samples: a row left out keeps its greedy token), so a greedy batch pays one row of each."""
     import torch
 
     logits = logits.float()
     vocab = logits.shape[-1]
-    greedy = torch.argmax(logits, dim=-1)
-    scale = torch.where(temperature > 0, temperature, torch.ones_like(temperature))
-    scaled = logits / scale[:, None]
-    gumbel = -torch.log(-torch.log(_uniform(seed, counter, vocab)))
-    full = torch.argmax(scaled + gumbel, dim=-1)
-    values, indices = torch.topk(scaled, candidate_rank.shape[0], dim=-1)
-    keep_k = (candidate_rank[None, :] < top_k[:, None]) | (top_k[:, None] <= 0)
-    masked = torch.where(keep_k, values, torch.full_like(values, float("-inf")))
-    probs = torch.softmax(masked, dim=-1)
-    before = torch.cumsum(probs, dim=-1) - probs
-    keep = keep_k & (before < top_p[:, None])
-    noisy = torch.where(keep, values + torch.gather(gumbel, 1, indices), torch.full_like(values, float("-inf")))
-    pick = torch.gather(indices, 1, torch.argmax(noisy, dim=-1, keepdim=True))[:, 0]
-    filtered = (top_k > 0) | (top_p < 1.0)
-    return torch.where(temperature > 0, torch.where(filtered, pick, full), greedy)
+    out = torch.argmax(logits, dim=-1)
+
+    def draw(rows):
+        temp = temperature[rows]
+        scaled = logits[rows] / torch.where(temp > 0, temp, torch.ones_like(temp))[:, None]
+        gumbel = -torch.log(-torch.log(_uniform(seed[rows], counter[rows], vocab)))
+        return temp, scaled, gumbel
+
+    temp, scaled, gumbel = draw(sample_rows)
+    drawn = torch.argmax(scaled + gumbel, dim=-1)
+    out = out.index_put((sample_rows,), torch.where(temp > 0, drawn, out[sample_rows]))
+    temp, scaled, gumbel = draw(filter_rows)
+    keep = _keep_top_k_top_p(scaled, top_k[filter_rows], top_p[filter_rows])
+    drawn = torch.argmax(torch.where(keep, scaled + gumbel, torch.full_like(scaled, float("-inf"))), dim=-1)
+    filters = (temp > 0) & ((top_k[filter_rows] > 0) | (top_p[filter_rows] < 1.0))
+    return out.index_put((filter_rows,), torch.where(filters, drawn, out[filter_rows]))
 
 
 class _Probe:
@@ -236,8 +271,17 @@ def _step_module(model, max_batch: int, max_seq_len: int):
             return keys, values
 
         def forward(
-            self, tokens, slots, positions, last, kv_positions, temperature, top_k, top_p, seed, counter, candidate_rank
+            self, tokens, slots, positions, last, kv_positions, temperature, top_k, top_p, seed, counter, sample_rows,
+            filter_rows,
         ):
+            # Every per-row input has the tokens' rows. Adding a zero of the tokens' rows to each
+            # makes the export equate the batch dims here (a broadcast guard), where otherwise a
+            # family whose broadcasting would allow one row (rotary tables against the heads)
+            # leaves several batch symbols behind. XLA folds the additions away.
+            zero = torch.zeros_like(tokens[:, 0])
+            slots, positions, top_k, seed, counter = (value + zero for value in (slots, positions, top_k, seed, counter))
+            temperature, top_p = (value + zero.to(value.dtype) for value in (temperature, top_p))
+            last = last + zero[:, None]
             steps = tokens.shape[1]
             query_positions = positions[:, None] + torch.arange(steps, dtype=torch.int64, device=tokens.device)
             self._rows = (slots, query_positions, kv_positions)
@@ -263,7 +307,7 @@ def _step_module(model, max_batch: int, max_seq_len: int):
                 hook.remove()
                 self._rows = None
             logits = out.logits[:, -1, :]
-            return sample(logits, temperature, top_k, top_p, seed, counter, candidate_rank)
+            return sample(logits, temperature, top_k, top_p, seed, counter, sample_rows, filter_rows)
 
     return ServeStep()
 
@@ -273,7 +317,7 @@ def _example_inputs(vocab: int, max_batch: int, max_seq_len: int):
     least 2 there (torch.export specialises dims of size 0 and 1)."""
     import torch
 
-    b, steps, window, candidates = 2, 3, 4, 2
+    b, steps, window, sampled, filtered = 2, 3, 4, 2, 2
     return (
         torch.zeros((b, steps), dtype=torch.int64),
         torch.tensor([0, max_batch], dtype=torch.int64),
@@ -285,7 +329,8 @@ def _example_inputs(vocab: int, max_batch: int, max_seq_len: int):
         torch.ones((b,), dtype=torch.float32),
         torch.zeros((b,), dtype=torch.int64),
         torch.zeros((b,), dtype=torch.int64),
-        torch.arange(candidates, dtype=torch.int64),
+        torch.zeros((sampled,), dtype=torch.int64),
+        torch.zeros((filtered,), dtype=torch.int64),
     )
 
 
@@ -327,7 +372,7 @@ def export_llm(
     """Exports a Hugging Face causal language model for `ttpu serve` and `ttpu generate`.
 
     Writes into the folder `path`: `model.fx` (the step program, symbolic in the batch, the tokens
-    per row, the attention window and the sampling candidates), `weights.safetensors` (the
+    per row, the attention window and the rows that sample or filter), `weights.safetensors` (the
     parameters; the KV cache starts as zeros on the device), `serve.json` (the cache layout, the
     buckets the server compiles, the end-of-sequence tokens and the sampling defaults),
     `generation_config.json`, `config.json`, and with `tokenizer` its `tokenizer.json` and
@@ -339,8 +384,8 @@ def export_llm(
 
     if not isinstance(max_batch, int) or not 1 <= max_batch <= 4096:
         raise ValueError(f"max_batch must be an int in [1, 4096], got {max_batch!r}")
-    if not isinstance(max_seq_len, int) or not 2 <= max_seq_len <= 1 << 20:
-        raise ValueError(f"max_seq_len must be an int in [2, 1048576], got {max_seq_len!r}")
+    if not isinstance(max_seq_len, int) or not 8 <= max_seq_len <= 1 << 20:
+        raise ValueError(f"max_seq_len must be an int in [8, 1048576], got {max_seq_len!r}")
     config = model.config
     vocab = model.get_output_embeddings().weight.shape[0]
     limit = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
@@ -357,10 +402,13 @@ def export_llm(
     model = model.eval()
     step = _step_module(model, max_batch, max_seq_len).eval()
     Dim = torch.export.Dim
-    batch = Dim("batch", min=1, max=max_batch)
+    # The example rows (2) stay below the range's top: at the top, torch.export keeps the rows of
+    # each input apart instead of equating them. Rows beyond max_batch are never run.
+    batch = Dim("batch", min=1, max=max(max_batch, 3))
     steps = Dim("steps", min=1, max=max_seq_len)
     window = Dim("window", min=1, max=max_seq_len)
-    candidates = Dim("candidates", min=1, max=vocab)
+    sampled = Dim("sampled", min=1, max=max(max_batch, 3))
+    filtered = Dim("filtered", min=1, max=max(max_batch, 3))
     dynamic = (
         {0: batch, 1: steps},
         {0: batch},
@@ -372,11 +420,27 @@ def export_llm(
         {0: batch},
         {0: batch},
         {0: batch},
-        {0: candidates},
+        {0: sampled},
+        {0: filtered},
     )
     example = _example_inputs(vocab, max_batch, max_seq_len)
-    with torch.no_grad():
-        ep = torch.export.export(step, example, dynamic_shapes=dynamic, strict=False).run_decompositions()
+    try:
+        with torch.no_grad():
+            ep = torch.export.export(step, example, dynamic_shapes=dynamic, strict=False).run_decompositions()
+    except Exception as error:
+        # Some families' SDPA paths keep a layout whose contiguity torch.export cannot decide at
+        # symbolic sizes (GPT-2's attention output); eager attention computes the same and traces.
+        if getattr(config, "_attn_implementation", "eager") == "eager":
+            raise
+        previous = config._attn_implementation
+        config._attn_implementation = "eager"
+        try:
+            with torch.no_grad():
+                ep = torch.export.export(step, example, dynamic_shapes=dynamic, strict=False).run_decompositions()
+        except Exception:
+            raise error from None
+        finally:
+            config._attn_implementation = previous
     names = [spec.arg.name for spec in ep.graph_signature.input_specs if spec.kind.name == "USER_INPUT"]
     if tuple(names) != STEP_INPUTS:
         raise RuntimeError(f"the step program's inputs are {names}, expected {list(STEP_INPUTS)}")
