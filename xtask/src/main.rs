@@ -301,7 +301,18 @@ fn python_tests() -> Result<()> {
         .current_dir(&root))?;
     // `ttpu.export`'s files are checked by running them with the CLI, and `ttpu.export_llm`'s by
     // serving them (`ttpu serve` runs the `ttpu-serve` binary beside it).
-    run(cargo().args(["build", "--quiet", "--package", "ttpu", "--package", "ttpu-serve", "--bin", "ttpu", "--bin", "ttpu-serve"]))?;
+    run(cargo().args([
+        "build",
+        "--quiet",
+        "--package",
+        "ttpu",
+        "--package",
+        "ttpu-serve",
+        "--bin",
+        "ttpu",
+        "--bin",
+        "ttpu-serve",
+    ]))?;
     run(Command::new(&python)
         .args(["-m", "pytest", "--quiet", "-p", "no:logging", "-p", "no:cacheprovider"])
         .arg(root.join("crates").join("ttpu-py").join("tests"))

@@ -315,18 +315,18 @@ fn messages(value: Option<&Value>) -> Parsed<Vec<Message>> {
 /// Fields that ask for something this server does not do: refused by name.
 fn refuse_unsupported(fields: &Map<String, Value>, endpoint: Endpoint) -> Parsed<()> {
     for name in ["n", "best_of"] {
-        if let Some(value) = fields.get(name).filter(|value| !value.is_null()) {
-            if value.as_u64() != Some(1) {
-                return Err(ApiError::invalid(param(name), format!("only 1 is supported, got {value}")));
-            }
+        if let Some(value) = fields.get(name).filter(|value| !value.is_null())
+            && value.as_u64() != Some(1)
+        {
+            return Err(ApiError::invalid(param(name), format!("only 1 is supported, got {value}")));
         }
     }
     for name in ["presence_penalty", "frequency_penalty", "repetition_penalty"] {
-        if let Some(value) = fields.get(name).filter(|value| !value.is_null()) {
-            let neutral = if name == "repetition_penalty" { 1.0 } else { 0.0 };
-            if value.as_f64() != Some(neutral) {
-                return Err(ApiError::invalid(param(name), format!("penalties are not supported, got {value}")));
-            }
+        let neutral = if name == "repetition_penalty" { 1.0 } else { 0.0 };
+        if let Some(value) = fields.get(name).filter(|value| !value.is_null())
+            && value.as_f64() != Some(neutral)
+        {
+            return Err(ApiError::invalid(param(name), format!("penalties are not supported, got {value}")));
         }
     }
     let mut asks = vec!["logprobs", "top_logprobs", "logit_bias", "tools", "functions", "suffix", "response_format"];
