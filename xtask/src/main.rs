@@ -283,7 +283,7 @@ const PYTHON_TEST_PACKAGES: [&str; 8] = [
 /// Builds the `ttpu` Python package into a virtual environment with PyTorch
 /// (`target/python-venv`, made once) and runs its tests (`crates/ttpu-py/tests`):
 /// `torch.compile(backend="ttpu")` on real models against eager PyTorch, `ttpu.export` files run by
-/// the CLI, `ttpu.load`. `maturin develop` builds the extension in the dev profile, reusing what the
+/// the CLI, `ttpu.load`, and `ttpu.export_llm` models served by `ttpu serve` against Hugging Face. `maturin develop` builds the extension in the dev profile, reusing what the
 /// tests built.
 fn python_tests() -> Result<()> {
     let root = project_root();
@@ -301,8 +301,20 @@ fn python_tests() -> Result<()> {
         .arg(root.join("crates").join("ttpu-py").join("Cargo.toml"))
         .env("VIRTUAL_ENV", &venv)
         .current_dir(&root))?;
-    // `ttpu.export`'s files are checked by running them with the CLI.
-    run(cargo().args(["build", "--quiet", "--package", "ttpu", "--bin", "ttpu"]))?;
+    // `ttpu.export`'s files are checked by running them with the CLI, and `ttpu.export_llm`'s by
+    // serving them (`ttpu serve` runs the `ttpu-serve` binary beside it).
+    run(cargo().args([
+        "build",
+        "--quiet",
+        "--package",
+        "ttpu",
+        "--package",
+        "ttpu-serve",
+        "--bin",
+        "ttpu",
+        "--bin",
+        "ttpu-serve",
+    ]))?;
     run(Command::new(&python)
         .args(["-m", "pytest", "--quiet", "-p", "no:logging", "-p", "no:cacheprovider"])
         .arg(root.join("crates").join("ttpu-py").join("tests"))

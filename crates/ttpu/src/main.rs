@@ -1,5 +1,6 @@
 //! The `ttpu` command line: `lower`, `run`, `parity`, `bench` and `train` over `.fx` models, and
-//! `launch` for jobs of several processes (`launch.rs`).
+//! `launch` for jobs of several processes (`cli/launch.rs`).
+//! `generate` and `serve` over language models (run by the `ttpu-serve` binary, see `cli::llm`).
 //!
 //! Outside tools depend on these forms; see the README. Errors are printed as `miette` reports:
 //! frontend errors show the offending source line with a label.
@@ -8,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
-mod launch;
+mod cli;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use miette::{LabeledSpan, NamedSource, Report};
@@ -88,6 +89,13 @@ enum Command {
     },
     /// Train a joint forward-backward graph (`_export_forward_backward`) with SGD or AdamW.
     Train(Box<TrainArgs>),
+    /// Generate text with a language model exported by `ttpu.export_llm` (`ttpu generate --help`).
+    #[command(disable_help_flag = true)]
+    Generate(cli::llm::Forwarded),
+    /// Serve a language model exported by `ttpu.export_llm` over HTTP with OpenAI's API
+    /// (`ttpu serve --help`).
+    #[command(disable_help_flag = true)]
+    Serve(cli::llm::Forwarded),
     /// Run a model and compare its outputs with expected ones; exits 0 only if all match.
     Parity {
         /// The `.fx` file.
@@ -106,7 +114,7 @@ enum Command {
     },
     /// Start N local processes of one job (a `file://` store in a fresh directory), each running
     /// COMMAND: `ttpu launch -n 2 -- ttpu train ... --mesh dp=2,tp=4 --parallel ddp`.
-    Launch(launch::LaunchArgs),
+    Launch(cli::launch::LaunchArgs),
 }
 
 #[derive(clap::Args)]
@@ -365,6 +373,8 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<ExitCode, Report> {
     match cli.command {
+        Command::Generate(args) => cli::llm::forward("generate", args),
+        Command::Serve(args) => cli::llm::forward("serve", args),
         Command::Lower { model, emit, output, symbols, explain_dynamic, dynamic, fuse, parallel } => {
             let (source, path) = read_model(&model)?;
             let parallelism = parallel.parallelism(&source)?;
@@ -449,7 +459,7 @@ fn run(cli: Cli) -> Result<ExitCode, Report> {
             for (key, tensor) in &outputs {
                 println!("{key}: {}", summary(tensor));
             }
-            if launch::writes_files() {
+            if cli::launch::writes_files() {
                 write_safetensors(&output, &outputs).map_err(|error| report(error.into(), ""))?;
                 println!("wrote {} outputs to {}", outputs.len(), output.display());
             }
@@ -469,7 +479,7 @@ fn run(cli: Cli) -> Result<ExitCode, Report> {
             train(&args)?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Launch(args) => launch::run(&args),
+        Command::Launch(args) => cli::launch::run(&args),
         Command::Parity { model, data, expected, rtol, atol } => {
             let (source, outputs) = execute(&model, &data)?;
             let expected = read_safetensors(&expected).map_err(|error| report(error.into(), &source))?;
@@ -543,7 +553,7 @@ fn read_model(model: &Path) -> Result<(String, String), Report> {
 fn session(data: &DataArgs, devices: Option<usize>, source: &str) -> Result<Session, Report> {
     // One device is the plugin's default set: no need to ask a plugin for a count.
     let devices = devices.filter(|&devices| devices > 1);
-    let runtime = launch::runtime(data.plugin.as_deref(), devices)?;
+    let runtime = cli::launch::runtime(data.plugin.as_deref(), devices)?;
     if !data.no_cache {
         match ttpu_runtime::default_disk_cache_dir() {
             Some(dir) => runtime.set_disk_cache(&dir).map_err(|error| report(error.into(), source))?,
@@ -857,7 +867,7 @@ fn train(args: &TrainArgs) -> Result<(), Report> {
     };
     let first = trainer.steps_done().map_err(fail)?;
     // In a job, process 0 writes the files; every process holds the same replicated state.
-    let writes = launch::writes_files();
+    let writes = cli::launch::writes_files();
     let mut log = match args.log.as_ref().filter(|_| writes) {
         Some(file) => Some(
             std::fs::OpenOptions::new()

@@ -24,6 +24,7 @@ const ALLOWED_EDGES: &[(&str, &[&str])] = &[
     ("ttpu", &["ttpu-ir", "ttpu-fx", "ttpu-fuse", "ttpu-stablehlo", "ttpu-runtime", "ttpu-dist"]),
     ("ttpu-filetest", &[]),
     ("ttpu-py", &["ttpu", "ttpu-device"]),
+    ("ttpu-serve", &["ttpu"]),
     ("xtask", &[]),
 ];
 
@@ -41,6 +42,12 @@ const ALLOWED_DEV_EDGES: &[(&str, &[&str])] = &[
 
 /// Crates that only binaries may use.
 const BINARY_ONLY: &[&str] = &["clap", "anyhow", "miette", "tracing-subscriber", "indicatif"];
+
+/// Packages with a binary, which may use them there.
+const BINARIES: &[&str] = &["ttpu", "ttpu-serve", "xtask"];
+
+/// Dependencies of the serving edge that no compiler crate may take.
+const SERVING_ONLY: &[&str] = &["tokio", "axum", "tokenizers", "minijinja", "minijinja-contrib"];
 
 /// `(package name, manifest text, crate directory)` of every workspace member.
 fn members() -> Vec<(String, String, PathBuf)> {
@@ -103,8 +110,11 @@ fn crate_dependencies_follow_the_allowed_edges() {
             if is_workspace_crate && !permitted {
                 problems.push(format!("{name} depends on {dependency}"));
             }
-            if BINARY_ONLY.contains(&dependency.as_str()) && name != "ttpu" && name != "xtask" {
+            if BINARY_ONLY.contains(&dependency.as_str()) && !BINARIES.contains(&name.as_str()) {
                 problems.push(format!("library {name} depends on binary-only {dependency}"));
+            }
+            if SERVING_ONLY.contains(&dependency.as_str()) && name != "ttpu-serve" {
+                problems.push(format!("{name} depends on {dependency}, which only ttpu-serve may use"));
             }
         }
     }

@@ -12,6 +12,9 @@ Three ways in:
 - ``model.to("ttpu")``: the ttpu device, registered with PyTorch at ``import ttpu`` (when PyTorch
   is installed): eager PyTorch code, autograd and ``torch.optim`` unchanged, each call recorded
   and run fused at sync points (see ``ttpu._device``); ``torch.ttpu`` is its device module.
+- ``ttpu.export_llm(hf_model, "dir/", max_batch=B, max_seq_len=L, tokenizer=tok)``: a Hugging Face
+  causal language model as the step program ``ttpu serve`` and ``ttpu generate`` run (KV cache on
+  the device, continuous batching, sampling on the device).
 
 The plugin is ``device=`` (a PJRT plugin file), else ``$TTPU_PJRT_PLUGIN``, else the CPU plugin
 ``cargo xtask setup`` installed, as in the CLI, else the CPU plugin the package depends on (PyPI's
@@ -35,6 +38,7 @@ __all__ = [
     "default_plugin",
     "execution_mode",
     "export",
+    "export_llm",
     "load",
     "lower",
 ]
@@ -61,6 +65,41 @@ def export(model, args, path, dynamic_shapes=None, *, kwargs=None, strict: bool 
     ep = export_program(model, args, kwargs, dynamic_shapes, strict)
     write_exported(ep, exported_tensors(ep, args, kwargs), path)
     return ep
+
+
+def export_llm(
+    model,
+    path,
+    *,
+    max_batch: int,
+    max_seq_len: int,
+    tokenizer=None,
+    batch_buckets=None,
+    prompt_buckets=None,
+    window_buckets=None,
+):
+    """Exports a Hugging Face causal language model (any decoder family that drives its cache
+    through transformers' cache interface: Llama, Mistral, Qwen2/3, Gemma, Phi-3, GPT-2, ...)
+    into the folder ``path`` for ``ttpu serve`` and ``ttpu generate``: ``model.fx`` (one step
+    program for prefill and decode, symbolic in its sizes), ``weights.safetensors``,
+    ``serve.json`` (KV cache layout, buckets, end-of-sequence tokens, sampling defaults), the
+    generation config, and the tokenizer's files when ``tokenizer`` is given.
+
+    ``max_batch`` requests run at once, each holding at most ``max_seq_len`` tokens. The buckets
+    are the sizes the server compiles the program at (rows per step, tokens per prefill row,
+    attended positions); by default powers of two. Returns the exported program."""
+    from ._llm import export_llm as _export_llm
+
+    return _export_llm(
+        model,
+        path,
+        max_batch=max_batch,
+        max_seq_len=max_seq_len,
+        tokenizer=tokenizer,
+        batch_buckets=batch_buckets,
+        prompt_buckets=prompt_buckets,
+        window_buckets=window_buckets,
+    )
 
 
 def lower(program, *, fuse: bool = True, fast_math: bool = False) -> str:
