@@ -30,5 +30,10 @@ pub use error::{Error, Result};
 pub use graph::{Program, Recorded, Recorder};
 pub use tensor::{DeviceTensor, Meta};
 pub use ttpu_aten::eager::{Arg, Strides};
+
+/// Whether the op table has the overload `name` (`aten.add.Tensor`).
+pub fn table_has(name: &str) -> bool {
+    ttpu_aten::eager::lookup(name).is_some()
+}
 pub use ttpu_ir::DType;
 pub use ttpu_runtime::Runtime;

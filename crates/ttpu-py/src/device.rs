@@ -355,6 +355,12 @@ pub(crate) fn device_stats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     Ok(dict)
 }
 
+/// Whether the op table has the overload `name`.
+#[pyfunction]
+pub(crate) fn table_has(name: &str) -> bool {
+    ttpu_device::table_has(name)
+}
+
 /// A reference to a value of a [`GraphRecorder`]: how a graph's nodes name each other's results.
 #[pyclass(frozen, module = "ttpu._ttpu")]
 pub(crate) struct Ref {

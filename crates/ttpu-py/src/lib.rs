@@ -271,6 +271,7 @@ fn _ttpu(module: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(device::device_stats, module)?,
         wrap_pyfunction!(device::device_memory, module)?,
         wrap_pyfunction!(device::device_reset_peak, module)?,
+        wrap_pyfunction!(device::table_has, module)?,
     ] {
         module.add_function(function)?;
     }

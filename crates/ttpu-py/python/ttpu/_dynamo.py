@@ -1,83 +1,51 @@
-"""The ``torch.compile`` backend: ``torch.compile(model, backend="ttpu")``.
+"""The ``torch.compile`` backend: ``torch.compile(model, backend="ttpu")``, for inference and
+training.
 
-Dynamo hands the backend an FX graph of torch-level ops and example inputs. The backend exports
-that graph with ``torch.export`` (core ATen after ``run_decompositions()``, the form ttpu
-imports), with:
+Dynamo hands the backend a graph of torch-level ops; AOTAutograd (PyTorch's own, with the
+min-cut partitioner) turns it into ATen graphs: a forward and a backward for calls that need
+gradients, or one inference graph, with PyTorch's core decompositions applied (those
+``run_decompositions()`` applies to an exported program, so the graphs hold what ttpu's op
+table holds). Each graph is then recorded node by node through that table (``_ttpu.GraphRecorder``,
+the entry point eager calls on the ttpu device use) into one program per input signature, and
+runs as one step on the device:
 
-- the module's parameters and buffers, which Dynamo passes as graph inputs, made weights of the
-  export, so they stay resident on the device and are uploaded again only when PyTorch changes
-  them (a new tensor, or an in-place update, seen through its version counter);
-- the size arguments Dynamo adds for dynamic shapes (``torch.compile(dynamic=True)``) read off
-  the tensors they describe, so the exported program takes tensors only, with those dims
-  symbolic.
+- with tensors on the ``"ttpu"`` device, the program is recorded on the device's lazy tape like
+  any call, so the forward, the backward (saved activations stay on the device) and an eager
+  optimizer step run as one fused program at the step's end;
+- with CPU tensors, inputs are uploaded (parameters and buffers once per version) and the results
+  read back, so uploads and downloads are the only extra cost.
 
-A graph ttpu cannot take (an op it does not support, an export failure) runs in eager PyTorch
-instead, with one warning naming the graph and the reason; so does a call that needs autograd,
-since the compiled programs compute values only (training goes through ``ttpu train``).
+Shapes, and the values of size arguments (``dynamic=True``), decide the program: each signature
+records and compiles once. A graph ttpu cannot take (an op neither its table nor a decomposition
+covers, a size the data decides) runs in eager PyTorch instead, with one warning naming the
+graph and the reason, counted in ``calls["eager"]``.
 """
 
 from __future__ import annotations
 
-import functools
+import math
+import operator
 import warnings
-from dataclasses import dataclass
-from typing import Any
 
 import torch
 
-from . import Compiled, _output_kinds, _plugin, _ttpu
-from ._convert import to_wire
-from ._export import weights_of
-from ._ttpu import TtpuError
+from . import _ttpu
+from ._convert import _torch_dtypes
 
 
 class TtpuFallbackWarning(UserWarning):
     """A graph, or a call of it, runs in eager PyTorch instead of on ttpu."""
 
 
-# How many graph calls ran on ttpu and how many in eager PyTorch, in this process.
-# `graphs`: how many graphs were compiled for ttpu.
-calls = {"ttpu": 0, "eager": 0, "graphs": 0}
-
-
-def _eager(gm):
-    def run(*args):
-        calls["eager"] += 1
-        return gm(*args)
-
-    return run
-
-
-@dataclass
-class _Slot:
-    """Where one argument of the Dynamo graph comes from when the exported program runs."""
-
-    kind: str  # "input": a tensor input; "weight": a parameter or buffer; "size": a dim; "const"
-    index: int = 0  # input: position among the inputs; weight: position among the weights
-    dim: int = 0  # size: the dim of input `index`
-    value: Any = None  # const: the value
-
-
-def ttpu_backend(gm, example_inputs, **kwargs):
-    """Compiles ``gm`` with ttpu; falls back to ``gm`` itself (eager) when ttpu cannot take it.
-
-    ``options`` (``torch.compile(..., options={...})``) may hold ``device`` (the PJRT plugin),
-    ``fuse``, ``fast_math`` and ``prepare_weights``, as for ``ttpu.load``."""
-    name = _graph_name(gm)
-    try:
-        runner = _GraphRunner(gm, list(example_inputs), name, kwargs.get("options") or {})
-    except Exception as error:  # any reason the graph cannot run on ttpu is a reason to fall back
-        _fallback_warning(name, _reason(error))
-        return _eager(gm)
-    calls["graphs"] += 1
-    return runner
-
+# How many graph calls ran on ttpu and how many in eager PyTorch, in this process, how many Dynamo
+# graphs were compiled for ttpu, and how many programs their signatures recorded.
+calls = {"ttpu": 0, "eager": 0, "graphs": 0, "programs": 0}
 
 _graph_count = 0
 
 
 def _graph_name(gm) -> str:
-    """A name for the warning: the graph's number in this process and its first ops."""
+    """A name for warnings: the graph's number in this process and its first ops."""
     global _graph_count
     _graph_count += 1
     ops = [
@@ -89,178 +57,297 @@ def _graph_name(gm) -> str:
     return f"#{_graph_count} ({len(ops)} ops: {shown})" if ops else f"#{_graph_count}"
 
 
-def _reason(error: BaseException) -> str:
-    lines = str(error).strip().splitlines()
-    first = lines[0] if lines else ""
-    return first if isinstance(error, TtpuError) else f"{type(error).__name__}: {first}"
-
-
 def _fallback_warning(name: str, reason: str) -> None:
     warnings.warn(f"ttpu: graph {name} runs in eager PyTorch: {reason}", TtpuFallbackWarning, stacklevel=3)
 
 
-def _is_weight(node, value) -> bool:
-    """Whether a Dynamo graph input is one of the module's parameters or buffers."""
-    if isinstance(value, torch.nn.Parameter):
-        return True
-    source = getattr(node.meta.get("grapharg"), "source", None)
-    if source is None:
-        return False
-    name = getattr(source, "name", None)  # a method in some PyTorch versions, a property in others
-    text = name() if callable(name) else str(name or source)
-    return "._buffers[" in text or "._parameters[" in text
+def _reason(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    first = lines[0] if lines else ""
+    return first if isinstance(error, (_ttpu.TtpuError, _Unsupported)) else f"{type(error).__name__}: {first}"
 
 
-def _flat_module(gm, slots: list[_Slot], input_names: list[str], weights: list):
-    """The Dynamo graph as a module of its tensor inputs alone: weights become buffers (``w0``,
-    ...), size arguments ``sym_size`` of the inputs they describe, constants stay inline. Its
-    nodes carry no metadata: Dynamo's fake tensors and sources name Dynamo's own frame
-    (``L['x']``), which the export's trace must not see."""
-    root = torch.nn.Module()
-    for i, weight in enumerate(weights):
-        root.register_buffer(_weight_key(i), weight.detach())
-    graph = torch.fx.Graph()
-    inputs = [graph.placeholder(name) for name in input_names]
-    values = []
-    for slot in slots:
-        if slot.kind == "input":
-            values.append(inputs[slot.index])
-        elif slot.kind == "weight":
-            values.append(graph.get_attr(_weight_key(slot.index)))
-        elif slot.kind == "size":
-            values.append(graph.call_function(torch.ops.aten.sym_size.int, (inputs[slot.index], slot.dim)))
-        else:
-            values.append(slot.value)
-    placeholders = [node for node in gm.graph.nodes if node.op == "placeholder"]
-    output = graph.graph_copy(gm.graph, dict(zip(placeholders, values)))
-    graph.output(output)
-    copied = set(graph.nodes) - set(inputs) - {value for value in values if isinstance(value, torch.fx.Node)}
-    for node in graph.nodes:
-        node.meta = {}
-        if node in copied and node.op in ("get_attr", "call_module"):
-            # Constants and submodules of the Dynamo graph itself, under names of their own.
-            attr = functools.reduce(getattr, node.target.split("."), gm)
-            node.target = "graph_" + node.target.replace(".", "_")
-            setattr(root, node.target, attr)
-    return torch.fx.GraphModule(root, graph)
+class _Unsupported(Exception):
+    """A node of a graph that ttpu cannot record."""
 
 
-def _weight_key(index: int) -> str:
-    return f"weight{index}"
+def ttpu_backend(gm, example_inputs, **kwargs):
+    """Compiles ``gm`` with ttpu through AOTAutograd; falls back to eager PyTorch (with a warning)
+    when ttpu cannot take it."""
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
+
+    from . import _device  # noqa: F401  (the device must be registered)
+
+    name = _graph_name(gm)
+    compiler = _Compiler(name)
+    backend = aot_autograd(
+        fw_compiler=compiler.compile,
+        bw_compiler=compiler.compile,
+        partition_fn=min_cut_rematerialization_partition,
+        decompositions=_decompositions(),
+    )
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    try:
+        # Attention traces as its math (matrix products and a softmax), which the op table holds,
+        # forward and backward; a fused kernel of one backend (the CPU's flash attention) has a
+        # backward of its own that ttpu would have to match instead.
+        with sdpa_kernel([SDPBackend.MATH]):
+            compiled = backend(gm, example_inputs)
+    except Exception as error:  # any reason the graph cannot run on ttpu is a reason to fall back
+        _fallback_warning(name, _reason(error))
+        return _eager(gm)
+    calls["graphs"] += 1
+    return compiled
 
 
-def _input_name(node) -> str:
-    """``x`` for Dynamo's ``l_x_``: the name the program's input will have."""
-    name = node.name
-    if name.lower().startswith("l_") and name.endswith("_") and len(name) > 3:
-        name = name[2:-1]
-    return name
+def _eager(gm):
+    def run(*args):
+        calls["eager"] += 1
+        return gm(*args)
+
+    return run
 
 
-class _GraphRunner:
-    def __init__(self, gm, example_inputs: list, name: str, options: dict):
-        self._gm = gm
-        self._name = name
-        self._grad_warned = False
-        placeholders = [node for node in gm.graph.nodes if node.op == "placeholder"]
-        if len(placeholders) != len(example_inputs):
-            raise TtpuError(f"{len(placeholders)} placeholders but {len(example_inputs)} example inputs")
+_DECOMPOSITIONS: dict = {}
 
-        slots: list[_Slot] = []
-        inputs: list[int] = []  # graph argument positions of the tensor inputs
-        weights: list[int] = []  # graph argument positions of the weights
-        dynamic: list[dict[int, Any]] = []
-        for node, value in zip(placeholders, example_inputs):
-            position = len(slots)
-            if isinstance(value, torch.Tensor):
-                if _is_weight(node, value):
-                    slots.append(_Slot("weight", len(weights)))
-                    weights.append(position)
+
+def _decompositions() -> dict:
+    if not _DECOMPOSITIONS:
+        from torch._decomp import core_aten_decompositions
+
+        _DECOMPOSITIONS.update(core_aten_decompositions())
+    return _DECOMPOSITIONS
+
+
+class _Compiler:
+    """Compiles each ATen graph AOTAutograd makes of one Dynamo graph (forward, backward or
+    inference)."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def compile(self, gm, example_inputs):
+        from torch._functorch.aot_autograd import make_boxed_func
+
+        try:
+            graph = _AtenGraph(gm, self.name)
+        except _Unsupported as error:
+            _fallback_warning(self.name, str(error))
+            return _boxed_eager(gm)
+        return make_boxed_func(graph)
+
+
+def _boxed_eager(gm):
+    def run(args):
+        calls["eager"] += 1
+        return gm(*args)
+
+    run._boxed_call = True
+    return run
+
+
+# Operators on sizes that AOTAutograd leaves in its graphs (on SymInts), evaluated on the host.
+_SIZE_MATH = {
+    operator.add, operator.sub, operator.mul, operator.floordiv, operator.truediv, operator.mod, operator.neg,
+    operator.pow, operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge, operator.and_,
+    operator.or_, operator.not_, operator.abs, math.ceil, math.floor, math.sqrt,
+}
+
+
+def _size_functions() -> set:
+    functions = set(_SIZE_MATH)
+    for name in ("sym_max", "sym_min", "sym_not", "sym_float", "sym_int", "sym_ite", "sym_sqrt"):
+        function = getattr(torch, name, None)
+        if function is not None:
+            functions.add(function)
+    return functions
+
+
+class _Value:
+    """A tensor of the graph being recorded: its reference and PyTorch's metadata."""
+
+    __slots__ = ("ref", "dtype", "shape", "stride", "offset")
+
+    def __init__(self, ref, dtype, shape, stride, offset):
+        self.ref, self.dtype, self.shape, self.stride, self.offset = ref, dtype, shape, stride, offset
+
+
+class _AtenGraph:
+    """One ATen graph: a program per input signature (shapes, strides, dtypes and the values of
+    size arguments), recorded on first sight, run as one device step."""
+
+    _boxed_call = True
+
+    def __init__(self, gm, name: str):
+        self.gm = gm
+        self.name = name
+        self.placeholders = [node for node in gm.graph.nodes if node.op == "placeholder"]
+        # Tensors the graph holds itself (lifted constants) are inputs of its programs too.
+        self.constants = [node for node in gm.graph.nodes if node.op == "get_attr"]
+        self.programs: dict = {}
+        self.uploads: dict = {}
+        size_functions = _size_functions()
+        # Refuse at compile time what no signature can record, so the graph falls back whole.
+        for node in gm.graph.nodes:
+            if node.op == "call_function":
+                target = node.target
+                if isinstance(target, torch._ops.OpOverload):
+                    if str(target) in _SIZE_OPS or _ttpu.table_has(str(target)):
+                        continue
+                    raise _Unsupported(f"`{target}` is not supported on ttpu")
+                if target is operator.getitem or target in size_functions:
                     continue
-                shape = getattr(node.meta.get("example_value"), "shape", value.shape)
-                dynamic.append({d: torch.export.Dim.AUTO for d, size in enumerate(shape) if isinstance(size, torch.SymInt)})
-                slots.append(_Slot("input", len(inputs)))
-                inputs.append(position)
-            elif isinstance(value, (int, float, bool, torch.SymInt)):
-                slots.append(_Slot("const", value=value))
-            else:
-                raise TtpuError(f"graph input `{node.name}` is a {type(value).__name__}, not a tensor or a number")
-
-        # Dynamo's size arguments (`s0`, for dynamic shapes) become dims read off the tensor inputs.
-        for slot, node in zip(slots, placeholders):
-            fake = node.meta.get("example_value")
-            if slot.kind != "const" or not isinstance(fake, torch.SymInt):
-                continue
-            found = next(
-                (
-                    (j, d)
-                    for j, position in enumerate(inputs)
-                    for d, size in enumerate(getattr(placeholders[position].meta.get("example_value"), "shape", ()))
-                    if isinstance(size, torch.SymInt) and size.node.expr == fake.node.expr
-                ),
-                None,
-            )
-            if found is None:
-                raise TtpuError(f"size argument `{node.name}` ({fake}) is not a dim of any tensor input")
-            slot.kind, slot.index, slot.dim = "size", found[0], found[1]
-
-        self._slots = slots
-        self._input_positions = inputs
-        self._weight_positions = weights
-        names = [_input_name(placeholders[p]) for p in inputs]
-        module = _flat_module(gm, slots, names, [example_inputs[p] for p in weights])
-        shapes = tuple(d or None for d in dynamic) if any(dynamic) else None
-        with torch.no_grad():
-            ep = torch.export.export(module, tuple(example_inputs[p] for p in inputs), dynamic_shapes=shapes, strict=False)
-            ep = ep.run_decompositions()
-        self._source = str(ep)
-        # Constants the export lifted stay as they are; the module's weights (`weight0`, ...) are
-        # uploaded again when PyTorch changes them.
-        keys = {_weight_key(i) for i in range(len(weights))}
-        self._constants = {k: to_wire(k, v) for k, v in weights_of(ep).items() if k not in keys}
-        self._options = {
-            "plugin": _plugin(options.get("device")),
-            **{key: options[key] for key in ("fuse", "fast_math", "prepare_weights") if key in options},
-        }
-        self._out_spec = ep.call_spec.out_spec
-        # Weights the graph updates in place (batch norm's running statistics in training mode):
-        # after each run their new values go back into PyTorch's tensors, as eager would leave them.
-        self._mutated = [
-            int(target[len("weight") :])
-            for target in ep.graph_signature.buffers_to_mutate.values()
-            if target in keys
-        ]
-        self._output_kinds = _output_kinds(ep)
-        self._load([example_inputs[p] for p in weights])
-
-    def _load(self, weights: list) -> None:
-        wire = {_weight_key(i): to_wire(_weight_key(i), w) for i, w in enumerate(weights)}
-        native = _ttpu.load(self._source, f"<dynamo graph {self._name}>", weights={**self._constants, **wire}, **self._options)
-        self._compiled = Compiled(native, self._out_spec, self._output_kinds)
-        self._versions = [(w.data_ptr(), w._version) for w in weights]
+                raise _Unsupported(f"`{getattr(target, '__name__', target)}` is not an ATen call")
+            elif node.op not in ("placeholder", "output", "get_attr"):
+                raise _Unsupported(f"a `{node.op}` node")
+        self.size_functions = size_functions
 
     def __call__(self, *args):
-        weights = [args[p] for p in self._weight_positions]
-        inputs = [args[p] for p in self._input_positions]
-        if torch.is_grad_enabled() and any(t.requires_grad for t in (*weights, *inputs)):
-            if not self._grad_warned:
-                self._grad_warned = True
-                _fallback_warning(
-                    self._name,
-                    "the call needs autograd, and ttpu's compiled graphs compute values only "
-                    "(run inference under torch.no_grad() or torch.inference_mode())",
-                )
-            calls["eager"] += 1
-            return self._gm(*args)
-        if [(w.data_ptr(), w._version) for w in weights] != self._versions:
-            # PyTorch changed a weight (an optimizer step, load_state_dict): upload them again.
-            self._load(weights)
+        # AOTAutograd calls compiled graphs boxed (one list of arguments), but wrappers on the
+        # way may unbox them; a graph's own arguments are never lists.
+        args = list(args[0]) if len(args) == 1 and isinstance(args[0], list) else list(args)
+        on_device = any(isinstance(arg, _device_tensor_class()) for arg in args)
+        constants = [_attribute(self.gm, node.target) for node in self.constants]
+        tensors = [self._on_device(arg) if isinstance(arg, torch.Tensor) else arg for arg in args + constants]
+        key = tuple(
+            (arg.dtype, tuple(arg.shape), tuple(arg.stride()), arg.storage_offset())
+            if isinstance(arg, torch.Tensor)
+            else (type(arg).__name__, arg)
+            for arg in tensors
+        )
+        entry = self.programs.get(key)
+        if entry is None:
+            entry = self.programs[key] = self._record(tensors)
+            calls["programs"] += 1
+        program, plan = entry
+        from ._device import _wrap
+
+        inputs = [arg for arg in tensors if isinstance(arg, torch.Tensor)]
+        results = [_wrap(result) for result in program.run(inputs)]
         calls["ttpu"] += 1
-        out = self._compiled(*inputs)
-        if self._mutated:
-            with torch.no_grad():
-                for index in self._mutated:
-                    weights[index].copy_(self._compiled.state(_weight_key(index)))
-            # Those copies are ours: the device already holds these values.
-            self._versions = [(w.data_ptr(), w._version) for w in weights]
-        return out
+        outputs = []
+        for item in plan:
+            kind, value = item
+            if kind == "result":
+                out = results[value]
+                outputs.append(out if on_device else out.cpu())
+            elif kind == "input":
+                outputs.append(args[value])
+            else:
+                outputs.append(value)
+        return outputs
+
+    def _on_device(self, tensor):
+        """``tensor`` on the ttpu device: itself, or an upload kept while PyTorch leaves the
+        tensor unchanged (parameters and buffers of a CPU model upload once per version)."""
+        from ._device import TtpuTensor
+
+        if isinstance(tensor, TtpuTensor):
+            return tensor
+        key = id(tensor)
+        version = (tensor.data_ptr(), tensor._version, tuple(tensor.shape), tensor.dtype)
+        cached = self.uploads.get(key)
+        if cached is not None and cached[0] == version and cached[1] is tensor:
+            return cached[2]
+        uploaded = tensor.detach().to("ttpu")
+        if tensor.requires_grad or isinstance(tensor, torch.nn.Parameter) or tensor._version == 0:
+            self.uploads[key] = (version, tensor, uploaded)
+        return uploaded
+
+    def _record(self, args):
+        to_ir, _ = _torch_dtypes()
+        recorder = _ttpu.GraphRecorder()
+        env = {}
+        for node, value in zip(self.placeholders + self.constants, args):
+            if isinstance(value, torch.Tensor):
+                ref = recorder.input(to_ir[value.dtype], list(value.shape), list(value.stride()), value.storage_offset())
+                env[node] = _Value(ref, value.dtype, tuple(value.shape), tuple(value.stride()), value.storage_offset())
+            else:
+                env[node] = value
+        _, from_ir = _torch_dtypes()
+
+        def value_of(result):
+            if isinstance(result, tuple) and result and isinstance(result[0], _ttpu.Ref):
+                ref, dtype, sizes, strides, offset = result
+                return _Value(ref, from_ir[dtype], tuple(sizes), tuple(strides), offset)
+            if isinstance(result, list):
+                return [value_of(item) for item in result]
+            return result
+
+        def arg(value):
+            if isinstance(value, torch.fx.Node):
+                value = env[value]
+            if isinstance(value, _Value):
+                return value.ref
+            if isinstance(value, (list, tuple)):
+                return [arg(item) for item in value]
+            if isinstance(value, torch.SymInt):
+                return int(value)
+            return value
+
+        for node in self.gm.graph.nodes:
+            if node.op != "call_function":
+                continue
+            target = node.target
+            if target is operator.getitem:
+                base, index = node.args
+                env[node] = env[base][index]
+            elif target in self.size_functions:
+                env[node] = target(*[env[a] if isinstance(a, torch.fx.Node) else a for a in node.args])
+            elif str(target) in _SIZE_OPS:
+                env[node] = _SIZE_OPS[str(target)](env[node.args[0]], *node.args[1:])
+            else:
+                call_args = tuple(arg(a) for a in node.args)
+                call_kwargs = {key: arg(value) for key, value in node.kwargs.items()}
+                env[node] = value_of(recorder.call(str(target), call_args, call_kwargs))
+        (returned,) = [node.args[0] for node in self.gm.graph.nodes if node.op == "output"]
+        refs, plan = [], []
+        for item in returned:
+            value = env[item] if isinstance(item, torch.fx.Node) else item
+            if isinstance(value, _Value):
+                plan.append(("result", len(refs)))
+                refs.append(value.ref)
+            else:
+                plan.append(("value", value))
+        return recorder.finish(refs), plan
+
+
+def _sym_size(value, dim):
+    return value.shape[dim]
+
+
+def _sym_stride(value, dim):
+    return value.stride[dim]
+
+
+def _sym_numel(value):
+    return math.prod(value.shape)
+
+
+def _sym_storage_offset(value):
+    return value.offset
+
+
+_SIZE_OPS = {
+    "aten.sym_size.int": _sym_size,
+    "aten.sym_stride.int": _sym_stride,
+    "aten.sym_numel.default": _sym_numel,
+    "aten.sym_storage_offset.default": _sym_storage_offset,
+}
+
+
+def _attribute(gm, target: str):
+    value = gm
+    for part in target.split("."):
+        value = getattr(value, part)
+    if not isinstance(value, torch.Tensor):
+        raise _Unsupported(f"graph attribute `{target}` is a {type(value).__name__}, not a tensor")
+    return value
+
+
+def _device_tensor_class():
+    from ._device import TtpuTensor
+
+    return TtpuTensor
