@@ -95,6 +95,9 @@ def ttpu_backend(gm, example_inputs, **kwargs):
         # backward of its own that ttpu would have to match instead.
         with sdpa_kernel([SDPBackend.MATH]):
             compiled = backend(gm, example_inputs)
+    except (torch._dynamo.exc.RestartAnalysis, torch._dynamo.exc.SkipFrame):
+        # Dynamo's own control flow (trace the frame again, differently): not a failure.
+        raise
     except Exception as error:  # any reason the graph cannot run on ttpu is a reason to fall back
         _fallback_warning(name, _reason(error))
         return _eager(gm)
