@@ -66,8 +66,45 @@ class TtpuTensor(torch.Tensor):
 
     __torch_function__ = torch._C._disabled_torch_function_impl
 
+    # `torch.compile` sees a ttpu tensor as a traceable wrapper of one inner tensor, `_raw`: a
+    # plain meta tensor of the same sizes, strides and dtype, carrying the handle. While
+    # AOTAutograd traces, the inner tensor is a fake one and calls run on it (see `_traced`); at
+    # run time the compiled graph receives the inner tensors and runs on their handles, and its
+    # results come back wrapped (`__tensor_unflatten__`). The device and the storage offset travel
+    # in the context.
+    def __tensor_flatten__(self):
+        return ["_raw"], (self.device, self.storage_offset())
+
+    @staticmethod
+    def __tensor_unflatten__(inner, context, outer_size, outer_stride):
+        raw = inner["_raw"]
+        device, offset = context
+        handle = getattr(raw, "_h", None)
+        tensor = TtpuTensor(handle, outer_size, outer_stride, offset, raw.dtype, device)
+        if handle is None:
+            tensor._fake = raw
+        return tensor
+
+    def __coerce_same_metadata_as_tangent__(self, expected_metadata, expected_type=None):
+        # A compiled backward traced on plain tensors receives a gradient of the device as its
+        # inner tensor (the handle and metadata), which it runs on like any input.
+        if expected_type is torch.Tensor and self._h is not None:
+            return self._raw
+        return None
+
+    @property
+    def _raw(self):
+        if self._h is None:
+            return self._fake
+        inner = torch.empty_strided(self.shape, self.stride(), dtype=self.dtype, device="meta")
+        inner._h = self._h
+        return inner
+
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        first = args[0] if args else None
+        if (first._h is None) if type(first) is TtpuTensor else _traced_call(args, kwargs):
+            return _traced(func, args, kwargs or {})
         handler = _HANDLERS.get(func)
         if handler is None:
             handler = _handler(func)
@@ -123,7 +160,38 @@ class TtpuTensor(torch.Tensor):
             self.set_(value)
 
     def untyped_storage(self):
+        if self._h is None:
+            return self._fake.untyped_storage()
         return _Storage(self)
+
+
+def _traced_call(args, kwargs) -> bool:
+    """Whether the call's ttpu tensors wrap fake tensors (`torch.compile` is tracing)."""
+    for value in torch.utils._pytree.tree_leaves((args, kwargs)):
+        if isinstance(value, TtpuTensor):
+            return value._h is None
+    return False
+
+
+def _traced(func, args, kwargs):
+    """A call on ttpu tensors that wrap fake tensors, while AOTAutograd traces: the call on the
+    fakes, its results wrapped again."""
+    from torch.utils._pytree import tree_map
+
+    device = next(
+        value.device for value in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(value, TtpuTensor)
+    )
+    unwrapped = tree_map(lambda value: value._fake if isinstance(value, TtpuTensor) else value, (args, kwargs))
+    out = func(*unwrapped[0], **unwrapped[1])
+
+    def wrap(value):
+        if isinstance(value, torch.Tensor) and not isinstance(value, TtpuTensor):
+            tensor = TtpuTensor(None, value.shape, value.stride(), value.storage_offset(), value.dtype, device)
+            tensor._fake = value
+            return tensor
+        return value
+
+    return tree_map(wrap, out)
 
 
 class _Storage:

@@ -89,6 +89,10 @@ def ttpu_backend(gm, example_inputs, **kwargs):
     )
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
+    # Ttpu tensors reach AOTAutograd as plain fake tensors of the ttpu device (Dynamo traced them
+    # through `TtpuTensor.__tensor_flatten__`): AOTAutograd then traces ATen graphs of plain
+    # tensors, and at run time the compiled graphs receive the ttpu tensors themselves.
+    example_inputs = [_plain_fake(value) for value in example_inputs]
     try:
         # Attention traces as its math (matrix products and a softmax), which the op table holds,
         # forward and backward; a fused kernel of one backend (the CPU's flash attention) has a
@@ -103,6 +107,27 @@ def ttpu_backend(gm, example_inputs, **kwargs):
         return _eager(gm)
     calls["graphs"] += 1
     return compiled
+
+
+def _plain_fake(value):
+    from ._device import TtpuTensor
+
+    if not isinstance(value, TtpuTensor):
+        return value
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    if value._h is None:
+        fake = value._fake
+        plain = FakeTensor(fake.fake_mode, fake, value.device)
+    else:
+        # A real tensor (Dynamo passed the call's own): a fake of its metadata in the trace's mode.
+        mode = torch._guards.detect_fake_mode()
+        with torch.utils._mode_utils.no_dispatch():
+            meta = torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="meta")
+        plain = FakeTensor(mode, meta, value.device)
+    # AOTAutograd decides what needs gradients from its inputs.
+    plain.requires_grad_(value.requires_grad)
+    return plain
 
 
 def _eager(gm):
@@ -211,7 +236,7 @@ class _AtenGraph:
         # AOTAutograd calls compiled graphs boxed (one list of arguments), but wrappers on the
         # way may unbox them; a graph's own arguments are never lists.
         args = list(args[0]) if len(args) == 1 and isinstance(args[0], list) else list(args)
-        on_device = any(isinstance(arg, _device_tensor_class()) for arg in args)
+        on_device = any(isinstance(arg, _device_tensor_class()) or hasattr(arg, "_h") for arg in args)
         constants = [_attribute(self.gm, node.target) for node in self.constants]
         tensors = [self._on_device(arg) if isinstance(arg, torch.Tensor) else arg for arg in args + constants]
         key = tuple(
@@ -243,11 +268,12 @@ class _AtenGraph:
         return outputs
 
     def _on_device(self, tensor):
-        """``tensor`` on the ttpu device: itself, or an upload kept while PyTorch leaves the
-        tensor unchanged (parameters and buffers of a CPU model upload once per version)."""
+        """``tensor`` on the ttpu device: itself (a ttpu tensor, or the inner tensor of one that
+        AOTAutograd passes), or an upload kept while PyTorch leaves the tensor unchanged
+        (parameters and buffers of a CPU model upload once per version)."""
         from ._device import TtpuTensor
 
-        if isinstance(tensor, TtpuTensor):
+        if isinstance(tensor, TtpuTensor) or hasattr(tensor, "_h"):
             return tensor
         key = id(tensor)
         version = (tensor.data_ptr(), tensor._version, tuple(tensor.shape), tensor.dtype)
