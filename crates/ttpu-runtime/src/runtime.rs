@@ -505,6 +505,7 @@ impl Runtime {
         let local: Vec<usize> = devices.iter().copied().filter(|&index| self.is_local(index)).collect();
         let start = Instant::now();
         let graph = build()?;
+        self.check_host_kernels(&graph)?;
         let lower_options = ttpu_stablehlo::LowerOptions {
             aliases: spec.aliases.clone(),
             sharding: spec.sharding.clone(),
@@ -575,6 +576,41 @@ impl Runtime {
         });
         cache.insert(hash, key.boxed(), spec.clone(), Arc::clone(&executable));
         Ok((executable, CompileInfo { source, lower_s, compile_s }))
+    }
+
+    /// Makes sure every host kernel `graph` calls can run: its function is registered in this
+    /// process ([`ttpu_pjrt::register_host_kernel`]) and the plugin takes XLA FFI handlers (the
+    /// one handler of all host kernels is registered with it here, once).
+    fn check_host_kernels(&self, graph: &Graph) -> Result<()> {
+        fn host_kernels(graph: &Graph, out: &mut Vec<String>) {
+            for (_, node) in graph.nodes() {
+                match &node.op {
+                    ttpu_ir::Op::Kernel(kernel) if kernel.body == ttpu_ir::KernelBody::Host => {
+                        out.push(kernel.name.to_string())
+                    }
+                    ttpu_ir::Op::While(while_loop) => {
+                        host_kernels(&while_loop.cond, out);
+                        host_kernels(&while_loop.body, out);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let mut kernels = Vec::new();
+        host_kernels(graph, &mut kernels);
+        let Some(first) = kernels.first() else { return Ok(()) };
+        if let Some(missing) = kernels.iter().find(|name| !ttpu_pjrt::host_kernel_registered(name)) {
+            return Err(Error::HostKernel {
+                kernel: missing.clone(),
+                message: "no function is registered under this name in this process".into(),
+            });
+        }
+        let platform = self.inner.client.platform_name()?;
+        self.inner
+            .client
+            .plugin()
+            .register_host_kernels(ttpu_stablehlo::HOST_KERNEL_TARGET, &platform)
+            .map_err(|error| Error::HostKernel { kernel: first.clone(), message: error.to_string() })
     }
 
     /// The executable of a static `graph` (lowered as given), keyed by its structure.

@@ -123,7 +123,9 @@ fn main_signature(context: &Context, functions: &[(String, OperationRef<'_, '_>)
         .map(|index| read("result", index, function_type.result(index)))
         .collect::<Result<Vec<_>, Error>>()?;
     if results.is_empty() {
-        return Err(Error::KernelModule { message: "`@main` returns nothing; a kernel has at least one result".into() });
+        return Err(Error::KernelModule {
+            message: "`@main` returns nothing; a kernel has at least one result".into(),
+        });
     }
     Ok(KernelSignature { inputs, results })
 }

@@ -14,7 +14,8 @@
 
 use melior::Context;
 use melior::ir::attribute::{
-    BoolAttribute, DenseElementsAttribute, DenseI64ArrayAttribute, DictionaryAttribute, IntegerAttribute, StringAttribute,
+    BoolAttribute, DenseElementsAttribute, DenseI64ArrayAttribute, DictionaryAttribute, IntegerAttribute,
+    StringAttribute,
 };
 use melior::ir::operation::OperationBuilder;
 use melior::ir::r#type::{IntegerType, RankedTensorType};
@@ -310,7 +311,14 @@ pub(crate) fn sharding_constraint<'c>(
     let attribute = Attribute::parse(context, sharding)
         .ok_or_else(|| internal("a sharding constraint", format!("`{sharding}` does not parse")))?;
     let ty = melior::ir::ValueLike::r#type(&operand);
-    build("sdy.sharding_constraint", location, &[operand], &[ty], &[(Identifier::new(context, "sharding"), attribute)], Vec::new())
+    build(
+        "sdy.sharding_constraint",
+        location,
+        &[operand],
+        &[ty],
+        &[(Identifier::new(context, "sharding"), attribute)],
+        Vec::new(),
+    )
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -107,7 +107,9 @@ fn unusable_modules_are_refused_with_the_reason() {
         "`@main` argument 0 has the type `tensor<?xf32>`; a kernel takes and returns static tensors"
     );
     assert_eq!(
-        module_error("module { func.func private @main(%x: tensor<2xf32>) -> tensor<2xf32> { return %x : tensor<2xf32> } }"),
+        module_error(
+            "module { func.func private @main(%x: tensor<2xf32>) -> tensor<2xf32> { return %x : tensor<2xf32> } }"
+        ),
         "`@main` is private; the kernel's entry must be public"
     );
     assert_eq!(
