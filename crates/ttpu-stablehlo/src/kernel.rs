@@ -211,9 +211,10 @@ pub(crate) fn inline_kernels<'c>(
         let renamed: HashMap<String, String> =
             functions.iter().map(|(name, _)| (name.clone(), format!("kernel{number}_{prefix}_{name}"))).collect();
         for (name, function) in &functions {
+            // melior clones only owned operations; a parsed module's functions are references.
+            #[allow(unsafe_code)]
             // SAFETY: the reference lives no longer than this loop body, during which `parsed` (the
             // module owning the function) is alive and unchanged; it is only read, to clone it.
-            #[allow(unsafe_code)]
             let function = unsafe { function.to_ref() };
             let mut copy: Operation<'c> = function.clone();
             copy.set_attribute("sym_name", StringAttribute::new(context, &renamed[name]).into());

@@ -16,8 +16,8 @@ fn f32s(dims: &[i64]) -> TensorType {
 fn silu() -> Arc<Kernel> {
     Arc::new(Kernel {
         name: "mylib::silu".into(),
-        inputs: vec![f32s(&[4, 16])],
-        results: vec![f32s(&[4, 16])],
+        inputs: vec![f32s(&[4, 32])],
+        results: vec![f32s(&[4, 32])],
         body: KernelBody::StableHlo(SILU.into()),
     })
 }
@@ -26,14 +26,14 @@ fn silu() -> Arc<Kernel> {
 fn the_signature_is_read_from_main() {
     assert_eq!(
         kernel_signature(SILU).unwrap(),
-        KernelSignature { inputs: vec![f32s(&[4, 16])], results: vec![f32s(&[4, 16])] }
+        KernelSignature { inputs: vec![f32s(&[4, 32])], results: vec![f32s(&[4, 32])] }
     );
 }
 
 #[test]
 fn kernel_functions_are_inlined_privately_and_called() {
     let mut b = GraphBuilder::new();
-    let x = b.input(f32s(&[4, 16]), Some("x".into()));
+    let x = b.input(f32s(&[4, 32]), Some("x".into()));
     let first = b.kernel(silu(), &[x]).unwrap()[0];
     let second = b.kernel(silu(), &[first]).unwrap()[0];
     let sum = b.binary(BinaryOp::Add, first, second).unwrap();
@@ -72,7 +72,7 @@ fn host_kernels_are_typed_ffi_custom_calls() {
 #[test]
 fn a_sharded_module_replicates_kernel_operands_and_results() {
     let mut b = GraphBuilder::new();
-    let x = b.input(f32s(&[4, 16]), None);
+    let x = b.input(f32s(&[4, 32]), None);
     let y = b.kernel(silu(), &[x]).unwrap()[0];
     let graph = b.finish(&[y]);
     let mesh = ttpu_ir::Mesh::one_d(2).unwrap();
@@ -124,13 +124,13 @@ fn unusable_modules_are_refused_with_the_reason() {
 
 #[test]
 fn a_module_whose_main_disagrees_with_the_node_is_refused_at_lowering() {
-    let wrong = Arc::new(Kernel { inputs: vec![f32s(&[2, 16])], results: vec![f32s(&[2, 16])], ..(*silu()).clone() });
+    let wrong = Arc::new(Kernel { inputs: vec![f32s(&[2, 32])], results: vec![f32s(&[2, 32])], ..(*silu()).clone() });
     let mut b = GraphBuilder::new();
-    let x = b.input(f32s(&[2, 16]), None);
+    let x = b.input(f32s(&[2, 32]), None);
     let y = b.kernel(wrong, &[x]).unwrap()[0];
     let error = ttpu_stablehlo::lower(&b.finish(&[y])).unwrap_err();
     assert_eq!(
         error.to_string(),
-        "kernel `mylib::silu`: `@main` is (f32[4, 16]) -> (f32[4, 16]) but the op is (f32[2, 16]) -> (f32[2, 16])"
+        "kernel `mylib::silu`: `@main` is (f32[4, 32]) -> (f32[4, 32]) but the op is (f32[2, 32]) -> (f32[2, 32])"
     );
 }

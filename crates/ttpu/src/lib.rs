@@ -43,6 +43,7 @@ pub use ttpu_fx::{InputRole, ModelInput, ModelOutput, ModelSignature, OutputRole
 pub use ttpu_ir::DType;
 pub use ttpu_ir::{Mesh, Sharding};
 pub use ttpu_runtime::{
-    CacheSource, CompileInfo, Counters, Distributed, HostTensor, KvError, KvStore, OptionValue, Runtime,
-    RuntimeOptions, TensorMap, default_disk_cache_dir, find_plugin, read_safetensors, write_safetensors,
+    CacheSource, CompileInfo, Counters, Distributed, FfiBuffer, FfiBufferMut, HostKernelFn, HostTensor, KvError,
+    KvStore, OptionValue, Runtime, RuntimeOptions, TensorMap, default_disk_cache_dir, find_plugin, read_safetensors,
+    write_safetensors,
 };

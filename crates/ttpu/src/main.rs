@@ -132,11 +132,23 @@ struct FuseArgs {
     /// checks the form.
     #[arg(long = "xla-option", value_name = "NAME=VALUE", value_parser = parse_xla_option)]
     xla_options: Vec<(String, ttpu::OptionValue)>,
+    /// A folder of user kernels: each `NAMESPACE.OP.mlir` is a StableHLO module (generic op form,
+    /// public `@main`) that implements the custom op `torch.ops.NAMESPACE.OP.default`.
+    #[arg(long, value_name = "DIR")]
+    kernels: Option<PathBuf>,
 }
 
 impl FuseArgs {
     fn options(&self) -> Option<ttpu_fuse::FuseOptions> {
         (!self.no_fuse).then(|| ttpu_fuse::FuseOptions { fast_math: self.fast_math, ..Default::default() })
+    }
+
+    /// Registers the kernels of `--kernels` with `compiler`.
+    fn register_kernels(&self, compiler: &mut Compiler, source: &str) -> Result<(), Report> {
+        match &self.kernels {
+            Some(dir) => compiler.register_kernel_dir(dir).map_err(|error| report(error, source)),
+            None => Ok(()),
+        }
     }
 }
 
@@ -378,7 +390,8 @@ fn run(cli: Cli) -> Result<ExitCode, Report> {
                     "note: --xla-option applies to XLA's compiles; `lower` prints the program before XLA sees it"
                 );
             }
-            let compiler = Compiler::new();
+            let mut compiler = Compiler::new();
+            fuse.register_kernels(&mut compiler, &source)?;
             let text = if explain_dynamic {
                 let program = ttpu_fx::parse(&source, &path).map_err(|error| report(error.into(), &source))?;
                 let options = CompileOptions { fuse: fuse.options(), seed: fuse.seed, ..CompileOptions::default() };
@@ -551,6 +564,7 @@ fn session(data: &DataArgs, devices: Option<usize>, source: &str) -> Result<Sess
         }
     }
     let mut session = Session::with_runtime(runtime);
+    data.fuse.register_kernels(session.compiler_mut(), source)?;
     session.set_compile_options(CompileOptions {
         fuse: data.fuse.options(),
         seed: data.fuse.seed,
@@ -836,7 +850,14 @@ fn train(args: &TrainArgs) -> Result<(), Report> {
         inputs: args.data.clone(),
         plugin: args.plugin.clone(),
         no_cache: args.no_cache,
-        fuse: FuseArgs { no_fuse: false, fast_math: false, seed: 0, no_weight_prep: false, xla_options: Vec::new() },
+        fuse: FuseArgs {
+            no_fuse: false,
+            fast_math: false,
+            seed: 0,
+            no_weight_prep: false,
+            xla_options: Vec::new(),
+            kernels: None,
+        },
         parallel: ParallelArgs { devices: None, mesh: None, parallel: None, plan: None },
     };
     let session = session(&data_args, args.parallel.device_count(parallelism.as_ref()), &source)?;

@@ -255,6 +255,12 @@ impl Session {
         Ok(Session::with_runtime(Runtime::from_plugin_or_default(plugin_path, &RuntimeOptions::default())?))
     }
 
+    /// The compiler of models loaded from now on, to register user kernels with
+    /// ([`Compiler::register_kernel`]).
+    pub fn compiler_mut(&mut self) -> &mut Compiler {
+        &mut self.compiler
+    }
+
     /// Sets how symbolic sizes are bucketed for models run from now on.
     pub fn set_bucketing(&mut self, bucketing: Bucketing) {
         self.bucketing = bucketing;
