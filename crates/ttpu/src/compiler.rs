@@ -187,7 +187,7 @@ impl Compiler {
             fuse_options.clone()
         };
         let (fused, report) = {
-            let _span = tracing::debug_span!("pass", name = "fuse").entered();
+            let _span = tracing::debug_span!("fuse").entered();
             ttpu_fuse::fuse(&module.graph, &fuse_options)?
         };
         ttpu_ir::verify(&fused).map_err(|errors| Error::Internal { pass: "fuse", errors })?;

@@ -30,6 +30,7 @@ pub mod parallel;
 pub mod parity;
 pub mod pipeline;
 mod prepare;
+mod profile;
 mod session;
 pub mod train;
 
@@ -37,6 +38,7 @@ pub use compiler::{CompileOptions, Compiled, Compiler};
 pub use error::{Error, Result};
 pub use loaded::{DeviceOutputs, LoadedModel, Prepared};
 pub use parallel::{Parallelism, Plan, PlanFile};
+pub use profile::{TraceRecorder, Work, estimate_work};
 pub use session::{Bucketing, Model, Session};
 pub use train::{AdamW, Optimizer, Sgd, Trainer};
 pub use ttpu_fx::{InputRole, ModelInput, ModelOutput, ModelSignature, OutputRole};

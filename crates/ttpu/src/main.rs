@@ -167,6 +167,9 @@ struct DataArgs {
     /// $XDG_CACHE_HOME/ttpu/compiled).
     #[arg(long)]
     no_cache: bool,
+    /// Write a Chrome trace (Perfetto, chrome://tracing) of every stage to this file.
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
     #[command(flatten)]
     fuse: FuseArgs,
     #[command(flatten)]
@@ -238,6 +241,9 @@ struct TrainArgs {
     /// Neither read nor write the compile cache on disk.
     #[arg(long)]
     no_cache: bool,
+    /// Write a Chrome trace of every stage and training step to this file.
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
     #[command(flatten)]
     parallel: ParallelArgs,
 }
@@ -358,19 +364,56 @@ fn main() -> ExitCode {
         // SAFETY: first thing in `main`, before any other thread exists or the plugin is loaded.
         unsafe { std::env::set_var("TF_CPP_MIN_LOG_LEVEL", "1") };
     }
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("TTPU_LOG").unwrap_or_else(|_| "warn".into()))
-        .with_writer(std::io::stderr)
-        .init();
+    let cli = Cli::parse();
+    let trace = cli.command.trace().map(|path| (path.to_owned(), ttpu::TraceRecorder::new()));
+    {
+        use tracing_subscriber::layer::SubscriberExt;
+        use tracing_subscriber::util::SubscriberInitExt;
+        let filter = tracing_subscriber::EnvFilter::try_from_env("TTPU_LOG").unwrap_or_else(|_| "warn".into());
+        let print = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+        let registry = tracing_subscriber::registry().with(tracing_subscriber::Layer::with_filter(print, filter));
+        match &trace {
+            Some((_, recorder)) => {
+                TRACE.get_or_init(|| recorder.clone());
+                registry.with(recorder.layer()).init();
+            }
+            None => registry.init(),
+        }
+    }
     // Long messages carry file:line:col and keys that tools grep for: never wrap them.
     miette::set_hook(Box::new(|_| Box::new(miette::MietteHandlerOpts::new().wrap_lines(false).build())))
         .expect("the hook is set once, first thing in main");
-    let cli = Cli::parse();
-    match run(cli) {
+    let result = run(cli);
+    // A failed run's trace shows how far it got: write it either way.
+    if let Some((path, recorder)) = &trace
+        && launch::writes_files()
+    {
+        match recorder.write(path) {
+            Ok(()) => eprintln!("wrote a trace of {} spans to {}", recorder.event_count(), path.display()),
+            Err(error) => eprintln!("could not write the trace {}: {error}", path.display()),
+        }
+    }
+    match result {
         Ok(code) => code,
         Err(report) => {
             eprintln!("{report:?}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+/// The recorder of `--trace`, for the code that knows the plugin (to note what it can trace).
+static TRACE: std::sync::OnceLock<ttpu::TraceRecorder> = std::sync::OnceLock::new();
+
+impl Command {
+    /// The `--trace` file of the command, if it takes one and it was given.
+    fn trace(&self) -> Option<&Path> {
+        match self {
+            Command::Run { data, .. } | Command::Bench { data, .. } | Command::Parity { data, .. } => {
+                data.trace.as_deref()
+            }
+            Command::Train(args) => args.trace.as_deref(),
+            Command::Lower { .. } | Command::Launch(_) => None,
         }
     }
 }
@@ -557,6 +600,21 @@ fn session(data: &DataArgs, devices: Option<usize>, source: &str) -> Result<Sess
     // One device is the plugin's default set: no need to ask a plugin for a count.
     let devices = devices.filter(|&devices| devices > 1);
     let runtime = launch::runtime(data.plugin.as_deref(), devices)?;
+    if let Some(recorder) = TRACE.get() {
+        let plugin = runtime.client().plugin();
+        recorder.set_metadata("platform", serde_json::json!(runtime.platform()));
+        recorder.set_metadata("plugin", serde_json::json!(plugin.path().display().to_string()));
+        // Per-HLO-op device events need the plugin's PJRT profiler extension.
+        let device_events = if plugin.has_profiler_extension() {
+            "the plugin has a PJRT profiler extension, which ttpu does not read yet".to_owned()
+        } else {
+            format!(
+                "none: the plugin exports no PJRT profiler extension (its extensions: {:?})",
+                plugin.extension_types()
+            )
+        };
+        recorder.set_metadata("device_events", serde_json::json!(device_events));
+    }
     if !data.no_cache {
         match ttpu_runtime::default_disk_cache_dir() {
             Some(dir) => runtime.set_disk_cache(&dir).map_err(|error| report(error.into(), source))?,
@@ -623,6 +681,8 @@ struct BenchResults {
     weights_in_s: f64,
     weight_bytes: usize,
     first_run_s: f64,
+    /// XLA's cost analysis of the program, or ttpu's estimate where the plugin has none.
+    cost: serde_json::Value,
     warm: Vec<f64>,
     transfer_in: Vec<f64>,
     execute: Vec<f64>,
@@ -669,6 +729,7 @@ fn bench(model: &Path, data: &DataArgs, options: &BenchOptions) -> Result<BenchR
     let start = Instant::now();
     let prepared = loaded.prepare(&replicated).map_err(fail)?;
     let info = prepared.compile_info().ok_or_else(|| miette::miette!("the first run found its program compiled"))?;
+    let cost = program_cost(&prepared);
     loaded.execute(prepared).map_err(fail)?.to_host().map_err(fail)?;
     let first_run_s = start.elapsed().as_secs_f64() - info.lower_s - info.compile_s;
 
@@ -698,6 +759,7 @@ fn bench(model: &Path, data: &DataArgs, options: &BenchOptions) -> Result<BenchR
         weights_in_s,
         weight_bytes,
         first_run_s: first_run_s.max(0.0),
+        cost,
         warm: Vec::new(),
         transfer_in: Vec::new(),
         execute: Vec::new(),
@@ -719,6 +781,29 @@ fn bench(model: &Path, data: &DataArgs, options: &BenchOptions) -> Result<BenchR
         }
     }
     Ok(results)
+}
+
+/// The cost of the program `prepared` runs: XLA's analysis (`flops`, `bytes accessed`) where the
+/// plugin gives one, else ttpu's estimate from the IR at these sizes, saying which it is.
+fn program_cost(prepared: &ttpu::Prepared) -> serde_json::Value {
+    let xla = prepared.cost_analysis().ok().and_then(|values| {
+        let number = |name: &str| {
+            values.iter().find(|(key, _)| key == name).and_then(|(_, value)| match value {
+                ttpu_runtime::NamedValue::Float(value) => Some(f64::from(*value)),
+                ttpu_runtime::NamedValue::Int64(value) => Some(*value as f64),
+                _ => None,
+            })
+        };
+        Some(serde_json::json!({"source": "xla", "flops": number("flops")?, "bytes_accessed": number("bytes accessed")?}))
+    });
+    xla.unwrap_or_else(|| {
+        let work = ttpu::estimate_work(prepared.program());
+        serde_json::json!({
+            "source": "ttpu (the plugin has no cost analysis): each op counted alone, before XLA's fusion",
+            "flops": work.flops,
+            "bytes_accessed": work.bytes_accessed,
+        })
+    })
 }
 
 /// One run with resident weights: seconds spent uploading inputs, executing, and reading outputs.
@@ -779,6 +864,7 @@ impl BenchResults {
             "weights_in_ms": ms(self.weights_in_s),
             "weight_bytes": self.weight_bytes,
             "first_run_ms": ms(self.first_run_s),
+            "cost": self.cost,
             "warm_ms": stats(&self.warm),
             "transfer_in_ms": ms(quantile(&self.transfer_in, 0.5)),
             "execute_ms": ms(quantile(&self.execute, 0.5)),
@@ -850,6 +936,7 @@ fn train(args: &TrainArgs) -> Result<(), Report> {
         inputs: args.data.clone(),
         plugin: args.plugin.clone(),
         no_cache: args.no_cache,
+        trace: None,
         fuse: FuseArgs {
             no_fuse: false,
             fast_math: false,

@@ -274,7 +274,9 @@ impl Session {
 
     /// Parses and imports a model; nothing is compiled until it runs.
     pub fn load_model(&self, source: &str, path: &str) -> Result<Model> {
+        let parse_span = tracing::debug_span!("parse", path).entered();
         let program = ttpu_fx::parse(source, path)?;
+        drop(parse_span);
         let (module, padding) = self.compiler.import_dynamic(&program, &self.options)?;
         Ok(Model {
             inner: Arc::new(ModelInner {
