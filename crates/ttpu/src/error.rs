@@ -27,6 +27,12 @@ pub enum Error {
         /// What is wrong.
         message: String,
     },
+    /// The accuracy mode cannot compare this model (see [`crate::bisect`]).
+    #[error("bisect: {message}")]
+    Bisect {
+        /// Why not.
+        message: String,
+    },
     /// A pass produced an invalid graph: a bug in ttpu, not in the model.
     #[error("internal error (a ttpu bug) after pass `{pass}`: {errors}")]
     Internal {

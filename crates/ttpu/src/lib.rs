@@ -21,6 +21,7 @@
 
 #![warn(missing_docs)]
 
+pub mod bisect;
 mod compiler;
 mod conv;
 mod error;
@@ -30,7 +31,7 @@ pub mod parallel;
 pub mod parity;
 pub mod pipeline;
 mod prepare;
-mod profile;
+pub mod profile;
 mod session;
 pub mod train;
 

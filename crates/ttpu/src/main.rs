@@ -88,21 +88,31 @@ enum Command {
     },
     /// Train a joint forward-backward graph (`_export_forward_backward`) with SGD or AdamW.
     Train(Box<TrainArgs>),
-    /// Run a model and compare its outputs with expected ones; exits 0 only if all match.
+    /// Run a model and compare its outputs with expected ones; exits 0 only if all match. With
+    /// `--bisect`, find the first node whose value departs from an f64 evaluation of the graph.
     Parity {
         /// The `.fx` file.
         model: PathBuf,
         #[command(flatten)]
         data: DataArgs,
         /// Expected outputs (safetensors, same keys as `run` writes).
+        #[arg(long, required_unless_present = "bisect")]
+        expected: Option<PathBuf>,
+        /// Compare every node's value, in program order, between the optimized program and an
+        /// unfused f64 evaluation of the same graph on the plugin, and print the first that departs.
         #[arg(long)]
-        expected: PathBuf,
-        /// Relative tolerance.
-        #[arg(long, default_value_t = 1e-4)]
-        rtol: f64,
-        /// Absolute tolerance.
-        #[arg(long, default_value_t = 1e-5)]
-        atol: f64,
+        bisect: bool,
+        /// With `--bisect`: PyTorch's values of the nodes, by node name (safetensors, as
+        /// `ttpu.capture_intermediates` writes them), compared too.
+        #[arg(long, requires = "bisect")]
+        intermediates: Option<PathBuf>,
+        /// Relative tolerance (default 1e-4; 1e-3 with `--bisect`, whose values deep in a model
+        /// carry every earlier node's rounding).
+        #[arg(long)]
+        rtol: Option<f64>,
+        /// Absolute tolerance (default 1e-5; 1e-4 with `--bisect`).
+        #[arg(long)]
+        atol: Option<f64>,
     },
     /// Start N local processes of one job (a `file://` store in a fresh directory), each running
     /// COMMAND: `ttpu launch -n 2 -- ttpu train ... --mesh dp=2,tp=4 --parallel ddp`.
@@ -526,7 +536,12 @@ fn run(cli: Cli) -> Result<ExitCode, Report> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Launch(args) => launch::run(&args),
-        Command::Parity { model, data, expected, rtol, atol } => {
+        Command::Parity { model, data, bisect: true, intermediates, rtol, atol, .. } => {
+            run_bisect(&model, &data, intermediates.as_deref(), rtol, atol)
+        }
+        Command::Parity { model, data, expected, rtol, atol, .. } => {
+            let expected = expected.ok_or_else(|| miette::miette!("--expected is required without --bisect"))?;
+            let (rtol, atol) = (rtol.unwrap_or(1e-4), atol.unwrap_or(1e-5));
             let (source, outputs) = execute(&model, &data)?;
             let expected = read_safetensors(&expected).map_err(|error| report(error.into(), &source))?;
             let reports =
@@ -550,6 +565,67 @@ fn run(cli: Cli) -> Result<ExitCode, Report> {
             Ok(if all_ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
     }
+}
+
+/// `ttpu parity --bisect`: the first node that departs from the f64 reference (and from
+/// PyTorch's values, when given), with its source line; exits 0 only when none does.
+fn run_bisect(
+    model: &Path,
+    data: &DataArgs,
+    intermediates: Option<&Path>,
+    rtol: Option<f64>,
+    atol: Option<f64>,
+) -> Result<ExitCode, Report> {
+    let (source, path) = read_model(model)?;
+    if data.parallel.parallelism(&source)?.is_some() || data.parallel.devices.is_some_and(|devices| devices > 1) {
+        return Err(miette::miette!("--bisect runs on one device: drop --devices, --mesh, --parallel and --plan"));
+    }
+    let session = session(data, None, &source)?;
+    let weights = read_weights(data, &source)?;
+    let inputs = read_safetensors(&data.inputs).map_err(|error| report(error.into(), &source))?;
+    let intermediates = intermediates
+        .map(|file| read_safetensors(file).map_err(|error| report(error.into(), &source)))
+        .transpose()?;
+    let defaults = ttpu::bisect::BisectOptions::default();
+    let options = ttpu::bisect::BisectOptions {
+        rtol: rtol.unwrap_or(defaults.rtol),
+        atol: atol.unwrap_or(defaults.atol),
+        compile: CompileOptions { fuse: data.fuse.options(), seed: data.fuse.seed, ..CompileOptions::default() },
+        intermediates,
+        transform: None,
+    };
+    let found = ttpu::bisect::bisect(&session, &source, &path, &weights, &inputs, &options)
+        .map_err(|error| report(error, &source))?;
+    let describe = |reference: &str, departure: &Option<ttpu::bisect::Departure>| {
+        let Some(departure) = departure else {
+            println!("  no node departs from {reference}");
+            return;
+        };
+        let parity = &departure.parity;
+        let worst = parity.worst_index.as_ref().map_or(String::new(), |index| format!(", worst at {index:?}"));
+        println!(
+            "  first node departing from {reference}: `{}` ({})
+    max abs {:.3e}  max rel {:.3e}  mismatched {}/{}{worst}",
+            departure.node, departure.origin, parity.max_abs, parity.max_rel, parity.mismatched, parity.total
+        );
+        if let Some(text) = departure.line.and_then(|line| source.lines().nth((line as usize).saturating_sub(1))) {
+            println!("    {}", text.trim());
+        }
+    };
+    println!(
+        "bisect (rtol {:e}, atol {:e}): {} nodes of the {} program compared with an unfused f64 evaluation",
+        options.rtol,
+        options.atol,
+        found.compared,
+        if options.compile.fuse.is_some() { "optimized" } else { "unfused" }
+    );
+    describe("the f64 evaluation", &found.first);
+    if options.intermediates.is_some() {
+        println!("  {} nodes compared with PyTorch's values", found.compared_with_pytorch);
+        describe("PyTorch's values", &found.first_from_pytorch);
+    }
+    let clean = found.first.is_none() && found.first_from_pytorch.is_none();
+    Ok(if clean { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
 /// One line per symbol: its range and whether runs pad it to a power-of-two bucket.

@@ -123,6 +123,74 @@ impl TraceRecorder {
     }
 }
 
+/// The recording `start_global` began, if one is on.
+static GLOBAL: Mutex<Option<TraceRecorder>> = Mutex::new(None);
+
+/// Forwards every callback to the global recording while one is on.
+struct Forward;
+
+impl<S> Layer<S> for Forward
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    fn on_new_span(&self, attributes: &Attributes<'_>, id: &Id, context: Context<'_, S>) {
+        if let Some(recorder) = active() {
+            recorder.on_new_span(attributes, id, context);
+        }
+    }
+    fn on_record(&self, id: &Id, values: &Record<'_>, context: Context<'_, S>) {
+        if let Some(recorder) = active() {
+            recorder.on_record(id, values, context);
+        }
+    }
+    fn on_enter(&self, id: &Id, context: Context<'_, S>) {
+        if let Some(recorder) = active() {
+            recorder.on_enter(id, context);
+        }
+    }
+    fn on_exit(&self, id: &Id, context: Context<'_, S>) {
+        if let Some(recorder) = active() {
+            recorder.on_exit(id, context);
+        }
+    }
+}
+
+fn active() -> Option<TraceRecorder> {
+    GLOBAL.lock().unwrap_or_else(PoisonError::into_inner).clone()
+}
+
+/// Starts recording ttpu's spans process-wide (for bindings, which own no subscriber): the first
+/// call installs a global subscriber that forwards to the current recording. Fails when another
+/// global subscriber is installed already (add [`TraceRecorder::layer`] to that one instead), or
+/// when a recording is on.
+pub fn start_global() -> Result<TraceRecorder, String> {
+    static INSTALLED: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    INSTALLED
+        .get_or_init(|| {
+            use tracing_subscriber::layer::SubscriberExt;
+            let filter = tracing_subscriber::filter::filter_fn(|metadata: &Metadata<'_>| {
+                metadata.target().starts_with("ttpu") && *metadata.level() <= tracing::Level::DEBUG
+            });
+            let subscriber = tracing_subscriber::registry().with(Layer::with_filter(Forward, filter));
+            tracing::subscriber::set_global_default(subscriber).map_err(|_| {
+                "another tracing subscriber is installed: add ttpu's TraceRecorder::layer() to it".to_owned()
+            })
+        })
+        .clone()?;
+    let mut global = GLOBAL.lock().unwrap_or_else(PoisonError::into_inner);
+    if global.is_some() {
+        return Err("a ttpu profile is already recording".into());
+    }
+    let recorder = TraceRecorder::new();
+    *global = Some(recorder.clone());
+    Ok(recorder)
+}
+
+/// Ends the recording [`start_global`] began, returning it (`None` when none was on).
+pub fn stop_global() -> Option<TraceRecorder> {
+    GLOBAL.lock().unwrap_or_else(PoisonError::into_inner).take()
+}
+
 /// Collects a span's fields as JSON values.
 struct JsonVisitor<'a>(&'a mut Map<String, Value>);
 

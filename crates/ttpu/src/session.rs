@@ -255,6 +255,11 @@ impl Session {
         Ok(Session::with_runtime(Runtime::from_plugin_or_default(plugin_path, &RuntimeOptions::default())?))
     }
 
+    /// The compiler of models loaded from now on.
+    pub fn compiler(&self) -> &Compiler {
+        &self.compiler
+    }
+
     /// The compiler of models loaded from now on, to register user kernels with
     /// ([`Compiler::register_kernel`]).
     pub fn compiler_mut(&mut self) -> &mut Compiler {
