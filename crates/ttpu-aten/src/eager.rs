@@ -347,7 +347,7 @@ pub fn build_kernel(kernel: &Arc<ttpu_ir::Kernel>, operands: &[Operand]) -> Resu
     let bad = |message: String| Error::BadArguments {
         at: eager_location(),
         op: format!("{}.default", kernel.name.replace("::", ".")),
-        node: String::new(),
+        node: kernel.name.rsplit("::").next().unwrap_or_default().to_owned(),
         message,
     };
     if operands.len() != kernel.inputs.len() {

@@ -199,10 +199,8 @@ fn taps(graph: &Graph) -> Vec<Tap> {
         let origin = node.loc.origin.clone().unwrap_or_default();
         last.insert(name.clone(), (origin, *value, position));
     }
-    let mut taps: Vec<(usize, Tap)> = last
-        .into_iter()
-        .map(|(node, (origin, value, position))| (position, Tap { node, origin, value }))
-        .collect();
+    let mut taps: Vec<(usize, Tap)> =
+        last.into_iter().map(|(node, (origin, value, position))| (position, Tap { node, origin, value })).collect();
     taps.sort_by_key(|(position, _)| *position);
     taps.into_iter().map(|(_, tap)| tap).collect()
 }
@@ -235,7 +233,11 @@ fn in_f64(graph: &Graph) -> Result<Graph> {
     for &input in &graph.inputs {
         let data = graph.value(input);
         let value = b.input(data.ty.clone(), data.name.clone());
-        let value = if wide(data.ty.dtype) != data.ty.dtype { b.convert(value, wide(data.ty.dtype)).map_err(fail)? } else { value };
+        let value = if wide(data.ty.dtype) != data.ty.dtype {
+            b.convert(value, wide(data.ty.dtype)).map_err(fail)?
+        } else {
+            value
+        };
         wide_of[input.index_usize()] = Some(value);
     }
     for (_, node) in graph.nodes() {
@@ -250,7 +252,9 @@ fn in_f64(graph: &Graph) -> Result<Graph> {
                 let narrow = b.constant(literal.clone());
                 Some(vec![b.convert(narrow, wide(literal.dtype())).map_err(fail)?])
             }
-            Op::Convert(dtype) if wide(*dtype) != *dtype => Some(vec![b.convert(operands[0], wide(*dtype)).map_err(fail)?]),
+            Op::Convert(dtype) if wide(*dtype) != *dtype => {
+                Some(vec![b.convert(operands[0], wide(*dtype)).map_err(fail)?])
+            }
             Op::Iota { dtype, .. } if wide(*dtype) != *dtype => {
                 let narrow = b.op(node.op.clone(), &[]).map_err(fail)?;
                 Some(vec![b.convert(narrow, wide(*dtype)).map_err(fail)?])
@@ -265,14 +269,19 @@ fn in_f64(graph: &Graph) -> Result<Graph> {
                 let mut narrow_operands = Vec::with_capacity(operands.len());
                 for (&operand, &original) in operands.iter().zip(&node.operands) {
                     let dtype = graph.ty(original).dtype;
-                    let value = if b.ty(operand).dtype != dtype { b.convert(operand, dtype).map_err(fail)? } else { operand };
+                    let value =
+                        if b.ty(operand).dtype != dtype { b.convert(operand, dtype).map_err(fail)? } else { operand };
                     narrow_operands.push(value);
                 }
                 let results = b.op_results(node.op.clone(), &narrow_operands).map_err(fail)?;
                 let mut wide_results = Vec::with_capacity(results.len());
                 for value in results {
                     let dtype = b.ty(value).dtype;
-                    wide_results.push(if wide(dtype) != dtype { b.convert(value, wide(dtype)).map_err(fail)? } else { value });
+                    wide_results.push(if wide(dtype) != dtype {
+                        b.convert(value, wide(dtype)).map_err(fail)?
+                    } else {
+                        value
+                    });
                 }
                 wide_results
             }
@@ -287,7 +296,13 @@ fn in_f64(graph: &Graph) -> Result<Graph> {
 }
 
 /// Runs `graph` (inputs as `module`'s signature) on device 0 and reads every output back.
-fn run(session: &Session, module: &Module, graph: &Graph, weights: &TensorMap, inputs: &TensorMap) -> Result<Vec<HostTensor>> {
+fn run(
+    session: &Session,
+    module: &Module,
+    graph: &Graph,
+    weights: &TensorMap,
+    inputs: &TensorMap,
+) -> Result<Vec<HostTensor>> {
     let runtime = session.runtime();
     let executable = runtime.graph_executable(graph, &CompileSpec::on(0)).map_err(Error::from)?;
     let mut buffers = Vec::with_capacity(module.signature.inputs.len());

@@ -583,9 +583,8 @@ fn run_bisect(
     let session = session(data, None, &source)?;
     let weights = read_weights(data, &source)?;
     let inputs = read_safetensors(&data.inputs).map_err(|error| report(error.into(), &source))?;
-    let intermediates = intermediates
-        .map(|file| read_safetensors(file).map_err(|error| report(error.into(), &source)))
-        .transpose()?;
+    let intermediates =
+        intermediates.map(|file| read_safetensors(file).map_err(|error| report(error.into(), &source))).transpose()?;
     let defaults = ttpu::bisect::BisectOptions::default();
     let options = ttpu::bisect::BisectOptions {
         rtol: rtol.unwrap_or(defaults.rtol),

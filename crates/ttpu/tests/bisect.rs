@@ -93,3 +93,57 @@ fn a_fault_below_the_tolerance_is_not_reported() {
     let found = run("mlp", &BisectOptions { transform: Some(transform), ..BisectOptions::default() });
     assert_eq!(found.first, None);
 }
+
+#[test]
+fn pytorchs_intermediate_values_are_a_second_reference() {
+    let intermediates = read_safetensors(&common::fixtures_dir().join("intermediates/gpt2_block.safetensors")).unwrap();
+    let options = BisectOptions { intermediates: Some(intermediates.clone()), ..BisectOptions::default() };
+    let clean = run("gpt2_block", &options);
+    assert_eq!((clean.first.clone(), clean.first_from_pytorch.clone()), (None, None));
+    assert!(clean.compared_with_pytorch >= 40, "{} nodes compared with PyTorch", clean.compared_with_pytorch);
+    let transform: ttpu::bisect::Transform = Arc::new(|graph| Ok(scale_node(graph, "gelu", 1.01)));
+    let faulty = run("gpt2_block", &BisectOptions { transform: Some(transform), ..options });
+    assert_eq!(faulty.first_from_pytorch.map(|departure| departure.node).as_deref(), Some("gelu"));
+    // A value of the wrong shape is an error naming the node, never a silent skip.
+    let mut wrong = intermediates;
+    wrong.insert("gelu".into(), ttpu::HostTensor::new(ttpu::DType::F32, vec![1], vec![0; 4]).unwrap());
+    let (source, path, weights, inputs) = data("gpt2_block");
+    let options = BisectOptions { intermediates: Some(wrong), ..BisectOptions::default() };
+    let error = bisect(common::session(), &source, &path, &weights, &inputs, &options).unwrap_err();
+    assert_eq!(error.to_string(), "bisect: PyTorch's value of `gelu` is f32[1], the node is f32[2, 8, 128]");
+}
+
+#[test]
+fn the_cli_prints_the_node_its_line_and_the_error() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_ttpu"))
+        .args(["parity", "--bisect", "fixtures/gpt2_block/model.fx", "--no-cache"])
+        .args([
+            "--weights",
+            "fixtures/gpt2_block/weights.safetensors",
+            "--inputs",
+            "fixtures/gpt2_block/inputs.safetensors",
+        ])
+        .args(["--intermediates", "fixtures/intermediates/gpt2_block.safetensors"])
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
+    assert!(stdout.starts_with("bisect (rtol 1e-3, atol 1e-4): "), "{stdout}");
+    assert!(stdout.contains("nodes of the optimized program compared with an unfused f64 evaluation"), "{stdout}");
+    assert!(stdout.contains("  no node departs from the f64 evaluation\n"), "{stdout}");
+    assert!(stdout.contains("  no node departs from PyTorch's values\n"), "{stdout}");
+    // Tolerances too tight for f32 rounding: the first rounded node is reported, exit code 1.
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_ttpu"))
+        .args(["parity", "--bisect", "fixtures/mlp/model.fx", "--no-cache", "--rtol", "0", "--atol", "0"])
+        .args(["--weights", "fixtures/mlp/weights.safetensors", "--inputs", "fixtures/mlp/inputs.safetensors"])
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("  first node departing from the f64 evaluation: `"), "{stdout}");
+    assert!(stdout.contains(" @ fixtures/mlp/model.fx:"), "{stdout}");
+    assert!(stdout.contains("max abs "), "{stdout}");
+}
