@@ -340,6 +340,58 @@ pub fn build(
     Ok(Built::Template(Family { template: Arc::new(template), base: built.graph, lifted }))
 }
 
+/// Builds a call of the user kernel `kernel` (see [`crate::Kernels::for_overload`]) on
+/// `operands` into a template: one `kernel` node, its results contiguous and fresh. Operands of
+/// other types than the kernel's are refused, naming the kernel and the argument.
+pub fn build_kernel(kernel: &Arc<ttpu_ir::Kernel>, operands: &[Operand]) -> Result<Built> {
+    let bad = |message: String| Error::BadArguments {
+        at: eager_location(),
+        op: format!("{}.default", kernel.name.replace("::", ".")),
+        node: kernel.name.rsplit("::").next().unwrap_or_default().to_owned(),
+        message,
+    };
+    if operands.len() != kernel.inputs.len() {
+        return Err(bad(format!(
+            "kernel `{}` takes {} tensors, the call passes {}",
+            kernel.name,
+            kernel.inputs.len(),
+            operands.len()
+        )));
+    }
+    let mut b = GraphBuilder::new();
+    let mut values = Vec::with_capacity(operands.len());
+    for (index, (operand, expected)) in operands.iter().zip(&kernel.inputs).enumerate() {
+        if &operand.ty != expected {
+            return Err(bad(format!(
+                "argument {index} is {}, but kernel `{}` takes {expected}",
+                operand.ty, kernel.name
+            )));
+        }
+        values.push(b.input(operand.ty.clone(), None));
+    }
+    let results = b.kernel(kernel.clone(), &values).map_err(|error| bad(error.to_string()))?;
+    let strides = kernel
+        .results
+        .iter()
+        .map(|ty| Strides::contiguous(&ty.shape.as_static().expect("kernel types are static")))
+        .collect();
+    let output = match results.len() {
+        1 => Output::Tensor(0),
+        count => Output::List((0..count).map(Output::Tensor).collect()),
+    };
+    let graph = b.finish(&results);
+    let template = Template {
+        graph: graph.clone(),
+        output,
+        strides,
+        view_of: vec![None; results.len()],
+        operands: operands.len(),
+        rng_states: 0,
+        scalars: Vec::new(),
+    };
+    Ok(Built::Template(Family { template: Arc::new(template), base: graph, lifted: Vec::new() }))
+}
+
 /// One build of a call, floats mapped by `float` (ordinal, value) first.
 struct Single {
     graph: Graph,

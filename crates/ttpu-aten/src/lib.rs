@@ -22,6 +22,7 @@ pub mod coverage;
 pub mod ctx;
 pub mod eager;
 mod error;
+pub mod kernels;
 pub mod ops;
 pub mod storage;
 pub mod sym;
@@ -29,6 +30,7 @@ pub mod sym;
 pub use args::Val;
 pub use ctx::{Cx, Imported, Site};
 pub use error::{Error, Location, Result, Span};
+pub use kernels::{KernelError, Kernels};
 pub use sym::SymExpr;
 /// PyTorch's type promotion, shared with every frontend.
 pub use ttpu_torch::promote;

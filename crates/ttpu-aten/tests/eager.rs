@@ -129,3 +129,29 @@ fn bad_calls_are_located_errors_naming_the_overload() {
     assert_eq!(error.to_string(), "<eager>:1:1: `aten.add.Tensor` at node `add`: tensor operand 3 of 1 is missing");
     assert!(eager::lookup("aten.no_such_op.default").is_none());
 }
+
+#[test]
+fn a_user_kernel_builds_into_a_template_of_one_kernel_node() {
+    use std::sync::Arc;
+    use ttpu_aten::eager::{Built, Operand, Output, build_kernel};
+    let f32s = |dims: &[i64]| ttpu_ir::TensorType::new(ttpu_ir::DType::F32, ttpu_ir::Shape::from_static(dims));
+    let kernel = Arc::new(ttpu_ir::Kernel {
+        name: "mylib::pair".into(),
+        inputs: vec![f32s(&[2, 3])],
+        results: vec![f32s(&[2, 3]), f32s(&[3])],
+        body: ttpu_ir::KernelBody::Host,
+    });
+    let operand = |dims: &[i64]| Operand { ty: f32s(dims), strides: None };
+    let Built::Template(family) = build_kernel(&kernel, &[operand(&[2, 3])]).unwrap() else { panic!("a template") };
+    let template = &family.template;
+    assert_eq!(template.output, Output::List(vec![Output::Tensor(0), Output::Tensor(1)]));
+    assert_eq!(template.graph.node_count(), 1);
+    assert_eq!(template.strides[1].strides, vec![1]);
+    let error = build_kernel(&kernel, &[operand(&[3, 2])]).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "<eager>:1:1: `mylib.pair.default` at node `pair`: argument 0 is f32[3, 2], but kernel `mylib::pair` takes f32[2, 3]"
+    );
+    let error = build_kernel(&kernel, &[]).unwrap_err();
+    assert!(error.to_string().ends_with("kernel `mylib::pair` takes 1 tensors, the call passes 0"), "{error}");
+}

@@ -58,6 +58,16 @@ pub(crate) fn load(graph: &Graph, options: &FuseOptions) -> Result<Loaded> {
             }
             continue;
         }
+        if let Op::Kernel(_) = &node.op {
+            // A kernel is opaque: its results are result heads, which no rule reads.
+            for (index, &result) in node.results.iter().enumerate() {
+                let index = u32::try_from(index).expect("fewer than 2^32 results");
+                let id = egraph.add(FNode::result(node.op.clone(), index, &operands));
+                classes[result.index_usize()] = Some(id);
+                locs.push((id, node.loc.clone()));
+            }
+            continue;
+        }
         if node.results.len() != 1 {
             return Err(Error::MultiResult { op: node.op.mnemonic(), results: node.results.len() });
         }

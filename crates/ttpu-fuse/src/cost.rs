@@ -73,7 +73,7 @@ struct OperandFacts<'a> {
 /// XLA fuses it into its per-call users. Collectives and loops run on every call.
 fn done_once(op: &Op, operands: &[OperandFacts<'_>], result: &TensorType) -> bool {
     if operands.is_empty()
-        || matches!(op, Op::Collective(_) | Op::While(_))
+        || matches!(op, Op::Collective(_) | Op::While(_) | Op::Kernel(_))
         || !operands.iter().all(|operand| operand.resident)
         || !operands.iter().any(|operand| operand.weighty)
     {
@@ -173,7 +173,7 @@ pub(crate) fn graph_cost(graph: &Graph, resident_inputs: &[bool]) -> u64 {
         let result = graph.ty(node.results[0]);
         // As the analysis has it: a constant is resident, a loop's results never are.
         if let [value] = node.results[..]
-            && !matches!(node.op, Op::While(_))
+            && !matches!(node.op, Op::While(_) | Op::Kernel(_))
         {
             let resident = operands.iter().all(|operand| operand.resident);
             let weighty = resident && operands.iter().any(|operand| operand.weighty);

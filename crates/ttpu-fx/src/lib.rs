@@ -20,7 +20,7 @@ pub use import::{ImportOptions, InputRole, ModelInput, ModelOutput, ModelSignatu
 pub use parser::parse;
 /// `docs/ops.md`'s data: the table's coverage of PyTorch's core overloads.
 pub use ttpu_aten::coverage;
-pub use ttpu_aten::{DataSize, supported_ops};
+pub use ttpu_aten::{DataSize, KernelError, Kernels, supported_ops};
 pub use ttpu_aten::{Error, Location, Result};
 
 /// Parses and imports in one step.

@@ -76,6 +76,14 @@ impl GraphBuilder {
                 message: "has one result per operand; use `op_results`".into(),
             });
         }
+        if let Op::Kernel(kernel) = &op
+            && kernel.results.len() != 1
+        {
+            return Err(InferError {
+                op: op.mnemonic(),
+                message: format!("`{}` has {} results; use `op_results`", kernel.name, kernel.results.len()),
+            });
+        }
         Ok(self.op_results(op, operands)?[0])
     }
 
@@ -142,6 +150,15 @@ impl GraphBuilder {
         state: &[ValueId],
     ) -> Result<SmallVec<[ValueId; 1]>, InferError> {
         self.op_results(Op::While(Box::new(crate::WhileLoop { cond, body })), state)
+    }
+
+    /// A call of the user kernel `kernel` on `operands` (of its input types): its results.
+    pub fn kernel(
+        &mut self,
+        kernel: std::sync::Arc<crate::Kernel>,
+        operands: &[ValueId],
+    ) -> Result<SmallVec<[ValueId; 1]>, InferError> {
+        self.op_results(Op::Kernel(kernel), operands)
     }
 
     /// A constant tensor.

@@ -25,6 +25,7 @@ mod dtype;
 mod graph;
 mod id;
 mod infer;
+mod kernel;
 mod literal;
 mod op;
 mod padding;
@@ -39,6 +40,7 @@ pub use dtype::{DType, UnknownDType};
 pub use graph::{Graph, Loc, Node, NodeId, ValueData, ValueDef, ValueId};
 pub use id::{EntityId, IdVec};
 pub use infer::{InferError, MAX_LOOP_NESTING, infer};
+pub use kernel::{Kernel, KernelBody};
 pub use literal::{Literal, LiteralSizeError, Scalar};
 pub use op::{
     BinaryOp, Collective, CompareDirection, ConvDims, DotDims, FftType, GatherDims, Op, ReduceKind, RngAlgorithm,

@@ -562,6 +562,10 @@ pub enum Op {
     /// the state is true, `body` maps the state to the next one; the results are the final
     /// state. One result per operand, of the operand's type.
     While(Box<WhileLoop>),
+    /// A user op ([`crate::Kernel`]): one result per kernel result, operands of the kernel's
+    /// input types. Opaque: no rewrite reads through it. It is the last variant, so adding it
+    /// left the discriminants (and the optimizer's hashes) of the others alone.
+    Kernel(std::sync::Arc<crate::Kernel>),
 }
 
 /// The two graphs of an [`Op::While`]. Both take the whole loop state (one input per operand of
@@ -717,6 +721,7 @@ impl Op {
             Op::Complex => "complex",
             Op::While(_) => "while",
             Op::Fft { .. } => "fft",
+            Op::Kernel(_) => "kernel",
         }
     }
 }

@@ -137,7 +137,8 @@ fn mixing_reason(graph: &Graph, node: &Node, symbol: &str) -> Option<String> {
             .map(|&dim| dim as usize)
             .any(|dim| low[dim] != 0 || high[dim] != 0 || interior[dim] != 0),
         // A loop's graphs are not analysed: its trip count and its state may depend on the padding.
-        Op::Scatter(_) | Op::RngBitGenerator { .. } | Op::Collective(_) | Op::While(_) => true,
+        // Nor is a kernel's body: it may mix any positions.
+        Op::Scatter(_) | Op::RngBitGenerator { .. } | Op::Collective(_) | Op::While(_) | Op::Kernel(_) => true,
         // The size itself is data: padding would change it.
         Op::DimSize(dimension) | Op::ArgSort { dimension, .. } => operand_dims[0].contains(dimension),
     };

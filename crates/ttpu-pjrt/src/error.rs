@@ -93,6 +93,10 @@ pub enum Error {
     /// executable: another number of devices, or lists of different lengths.
     #[error("execute: {0}")]
     ArgumentLists(String),
+    /// A host kernel cannot be registered or run: a name registered twice, or a plugin without
+    /// the PJRT FFI extension.
+    #[error("{0}")]
+    HostKernel(String),
     /// The plugin returned something that contradicts the API contract.
     #[error("pjrt plugin broke the api contract: {0}")]
     Contract(String),

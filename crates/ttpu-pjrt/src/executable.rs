@@ -197,6 +197,13 @@ impl LoadedExecutable {
     pub fn serialize(&self) -> Result<Vec<u8>> {
         self.executable()?.serialize()
     }
+
+    /// XLA's cost analysis of the compiled program (`PJRT_Executable_GetCostAnalysis`): named
+    /// estimates such as `flops`, `bytes accessed` and `transcendentals`, as the plugin reports
+    /// them (the names and their set vary between plugins).
+    pub fn cost_analysis(&self) -> Result<Vec<(String, crate::NamedValue)>> {
+        self.executable()?.cost_analysis()
+    }
 }
 
 impl Drop for LoadedExecutable {
@@ -236,6 +243,22 @@ impl Executable {
         // SAFETY: the executable is alive (owned by `self`).
         unsafe { self.api.call(f, &mut args) }?;
         Ok(args.num_outputs)
+    }
+
+    fn cost_analysis(&self) -> Result<Vec<(String, crate::NamedValue)>> {
+        let f = api_fn!(self.api, PJRT_Executable_GetCostAnalysis)?;
+        let mut args = sys::PJRT_Executable_GetCostAnalysis_Args::sized();
+        args.executable = self.raw.as_ptr();
+        // SAFETY: the executable is alive (owned by `self`); only out fields are written.
+        unsafe { self.api.call(f, &mut args) }?;
+        if args.properties.is_null() || args.num_properties == 0 {
+            return Ok(Vec::new());
+        }
+        // SAFETY: the plugin returned `num_properties` values owned by the executable, alive
+        // while `self` is; they are copied out here.
+        let values = unsafe { std::slice::from_raw_parts(args.properties, args.num_properties) };
+        // SAFETY: each value comes from the plugin and follows the contract `named_value` needs.
+        Ok(values.iter().filter_map(|value| unsafe { crate::plugin::named_value(value) }).collect())
     }
 
     fn serialize(&self) -> Result<Vec<u8>> {

@@ -25,6 +25,7 @@ mod client;
 mod compile_options;
 mod error;
 mod executable;
+mod ffi;
 mod kv;
 mod plugin;
 mod sys;
@@ -37,6 +38,7 @@ pub use client::{Client, Device};
 pub use compile_options::{CompileOptions, OptionValue};
 pub use error::{Error, ErrorCode, Result};
 pub use executable::LoadedExecutable;
+pub use ffi::{FfiBuffer, FfiBufferMut, HostKernelFn, host_kernel_registered, register_host_kernel};
 pub use kv::{KvError, KvStore};
 pub use plugin::{NamedValue, Plugin};
 

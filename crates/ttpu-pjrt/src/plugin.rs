@@ -86,6 +86,7 @@ args_structs! {
     PJRT_Executable_Destroy_Args => PJRT_Executable_Destroy_Args_STRUCT_SIZE,
     PJRT_Executable_NumOutputs_Args => PJRT_Executable_NumOutputs_Args_STRUCT_SIZE,
     PJRT_Executable_Serialize_Args => PJRT_Executable_Serialize_Args_STRUCT_SIZE,
+    PJRT_Executable_GetCostAnalysis_Args => PJRT_Executable_GetCostAnalysis_Args_STRUCT_SIZE,
     PJRT_Executable_DeserializeAndLoad_Args => PJRT_Executable_DeserializeAndLoad_Args_STRUCT_SIZE,
     PJRT_LoadedExecutable_Destroy_Args => PJRT_LoadedExecutable_Destroy_Args_STRUCT_SIZE,
     PJRT_LoadedExecutable_GetExecutable_Args => PJRT_LoadedExecutable_GetExecutable_Args_STRUCT_SIZE,
@@ -484,6 +485,34 @@ impl Plugin {
     pub(crate) fn api(&self) -> &'static Api {
         self.api
     }
+
+    /// The type ids (`PJRT_Extension_Type`) of the extensions the plugin exports, in chain order;
+    /// ids past the 0.81 header's list are reported as they are.
+    pub fn extension_types(&self) -> Vec<u32> {
+        let api = self.api;
+        let field = std::mem::offset_of!(sys::PJRT_Api, extension_start);
+        if api.check_field(field, std::mem::size_of::<usize>(), "extension_start").is_err() {
+            return Vec::new();
+        }
+        // SAFETY: the check above shows the table holds the field.
+        let mut next = unsafe { std::ptr::addr_of!((*api.raw_ptr()).extension_start).read() };
+        let mut res = Vec::new();
+        // A longer chain is corrupt: stop rather than loop.
+        while let Some(base) = NonNull::new(next).filter(|_| res.len() < 64) {
+            // SAFETY: every extension starts with a `PJRT_Extension_Base` and lives as long as
+            // the plugin.
+            let header = unsafe { base.as_ptr().read() };
+            res.push(header.type_);
+            next = header.next;
+        }
+        res
+    }
+
+    /// Whether the plugin exports the PJRT profiler extension (`PJRT_Extension_Type_Profiler`),
+    /// through which a profiler collects the device's own events.
+    pub fn has_profiler_extension(&self) -> bool {
+        self.extension_types().contains(&sys::PJRT_Extension_Type_Profiler)
+    }
 }
 
 /// Decodes one `PJRT_NamedValue`; `None` for a type this header lacks.
@@ -491,7 +520,7 @@ impl Plugin {
 /// # Safety
 /// `value` must come from the plugin: its name and the union member chosen
 /// by `type_` must be valid for `name_size` / `value_size`.
-unsafe fn named_value(value: &sys::PJRT_NamedValue) -> Option<(String, NamedValue)> {
+pub(crate) unsafe fn named_value(value: &sys::PJRT_NamedValue) -> Option<(String, NamedValue)> {
     // SAFETY: name/name_size describe the attribute name (caller's contract).
     let name = unsafe { string_from_raw(value.name, value.name_size) };
     let union = &value.__bindgen_anon_1;

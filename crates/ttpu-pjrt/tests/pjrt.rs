@@ -376,3 +376,22 @@ fn a_client_of_a_multi_process_job_numbers_its_devices_by_process() {
     drop(client);
     assert!(store.0.lock().expect("not poisoned").is_empty(), "the CPU plugin never calls the store");
 }
+
+#[test]
+fn the_cpu_plugin_has_no_cost_analysis() {
+    // The 0.115 CPU plugin leaves PJRT_Executable_GetCostAnalysis unimplemented, so callers fall
+    // back to an estimate of their own (`ttpu bench` says which it reports).
+    let exe = client().compile(ADD_2X3_F32).unwrap_or_else(|e| panic!("{e}"));
+    let error = exe.cost_analysis().expect_err("unimplemented on the CPU plugin");
+    assert!(matches!(&error, Error::Plugin { code: ErrorCode::Unimplemented, .. }), "{error:?}");
+    assert_eq!(error.to_string(), "pjrt plugin error (unimplemented): GetCostAnalysis is not implemented.");
+}
+
+#[test]
+fn the_cpu_plugin_has_the_ffi_extension_and_no_profiler_extension() {
+    // PJRT_Extension_Type: 1 Profiler, 4 Layouts, 5 FFI, 6 MemoryDescriptions, 9 PhaseCompile;
+    // 19 and 24 are past the 0.81 header.
+    assert_eq!(plugin().extension_types(), vec![24, 19, 9, 5, 6, 4]);
+    assert!(plugin().supports_host_kernels());
+    assert!(!plugin().has_profiler_extension());
+}

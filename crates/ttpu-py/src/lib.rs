@@ -53,6 +53,45 @@ fn runtime(plugin: Option<&Path>) -> PyResult<Runtime> {
     Ok(runtime)
 }
 
+/// The compiler of every model this process loads or lowers: it holds the user kernels
+/// registered with `register_kernel`.
+fn kernels() -> &'static Mutex<Compiler> {
+    static KERNELS: OnceLock<Mutex<Compiler>> = OnceLock::new();
+    KERNELS.get_or_init(Default::default)
+}
+
+fn compiler() -> PyResult<Compiler> {
+    kernels().lock().map(|compiler| compiler.clone()).map_err(|_| error("the kernel registry was poisoned by a panic"))
+}
+
+/// Registers the custom op `name` (`mylib::foo`) with a StableHLO module (MLIR text in generic op
+/// form, public `@main`) as its implementation, for every model loaded or lowered from now on.
+#[pyfunction]
+fn register_kernel(name: &str, module: &str) -> PyResult<()> {
+    let mut compiler = kernels().lock().map_err(|_| error("the kernel registry was poisoned by a panic"))?;
+    compiler.register_kernel(name, module).map_err(error)
+}
+
+/// The names of the registered kernels, in registration order.
+#[pyfunction]
+fn registered_kernels() -> PyResult<Vec<String>> {
+    Ok(compiler()?.kernels().iter().map(|kernel| kernel.name.to_string()).collect())
+}
+
+/// Starts recording ttpu's spans for a Chrome trace (see `ttpu.profile`).
+#[pyfunction]
+fn trace_start() -> PyResult<()> {
+    ttpu::profile::start_global().map(|_| ()).map_err(error)
+}
+
+/// Stops the recording and writes it to `path`; returns the number of spans.
+#[pyfunction]
+fn trace_stop(py: Python<'_>, path: PathBuf) -> PyResult<usize> {
+    let recorder = ttpu::profile::stop_global().ok_or_else(|| error("no ttpu profile is recording"))?;
+    py.detach(|| recorder.write(&path)).map_err(|io| error(format!("{}: {io}", path.display())))?;
+    Ok(recorder.event_count())
+}
+
 /// A tensor from Python: raw bytes (any object with the buffer protocol, read as bytes), the
 /// dtype's IR name and the shape.
 type TensorArg = (PyBuffer<u8>, String, Vec<i64>);
@@ -199,9 +238,11 @@ fn load(
     let options = compile_options(fuse, fast_math, prepare_weights)?;
     let runtime = runtime(plugin.as_deref())?;
     let platform = runtime.platform();
+    let compiler = compiler()?;
     let loaded = py
         .detach(|| {
             let mut session = Session::with_runtime(runtime);
+            *session.compiler_mut() = compiler;
             session.set_compile_options(options);
             session.load(source, path, &weights)
         })
@@ -215,7 +256,8 @@ fn load(
 #[pyo3(signature = (source, path, fuse=true, fast_math=false))]
 fn lower(py: Python<'_>, source: &str, path: &str, fuse: bool, fast_math: bool) -> PyResult<String> {
     let options = compile_options(fuse, fast_math, true)?;
-    py.detach(|| Compiler::new().compile(source, path, &options)).map(|compiled| compiled.stablehlo).map_err(error)
+    let compiler = compiler()?;
+    py.detach(|| compiler.compile(source, path, &options)).map(|compiled| compiled.stablehlo).map_err(error)
 }
 
 /// Writes `tensors` to the safetensors file `path`, as the CLI reads weights and inputs.
@@ -248,6 +290,10 @@ fn _ttpu(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(configured_plugin, module)?)?;
     module.add_function(wrap_pyfunction!(write_safetensors, module)?)?;
     module.add_function(wrap_pyfunction!(read_safetensors, module)?)?;
+    module.add_function(wrap_pyfunction!(register_kernel, module)?)?;
+    module.add_function(wrap_pyfunction!(registered_kernels, module)?)?;
+    module.add_function(wrap_pyfunction!(trace_start, module)?)?;
+    module.add_function(wrap_pyfunction!(trace_stop, module)?)?;
     module.add_class::<device::Handle>()?;
     module.add_class::<device::Ref>()?;
     module.add_class::<device::GraphRecorder>()?;

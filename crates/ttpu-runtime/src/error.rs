@@ -235,6 +235,15 @@ pub enum Error {
     /// Another thread panicked while holding the runtime's compile cache.
     #[error("runtime state is poisoned: another thread panicked while using it")]
     Poisoned,
+    /// A program calls a host kernel that cannot run here: the plugin lacks XLA's FFI, or no
+    /// function is registered under the kernel's name in this process.
+    #[error("host kernel `{kernel}`: {message}")]
+    HostKernel {
+        /// The kernel (`mylib::foo`).
+        kernel: String,
+        /// Why it cannot run.
+        message: String,
+    },
 }
 
 impl<T> From<std::sync::PoisonError<T>> for Error {

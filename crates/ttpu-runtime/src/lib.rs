@@ -46,7 +46,10 @@ pub use runtime::{
     CACHE_DIR_ENV_VAR, CacheSource, CompileInfo, CompileSpec, Counters, DEFAULT_CACHE_CAPACITY, Executable,
     NOT_SERIALIZABLE_WITH, Runtime, RuntimeOptions, default_disk_cache_dir,
 };
-pub use ttpu_pjrt::{Buffer, ElementType, HostBuffer, KvError, KvStore, NamedValue, OptionValue, find_plugin};
+pub use ttpu_pjrt::{
+    Buffer, ElementType, FfiBuffer, FfiBufferMut, HostBuffer, HostKernelFn, KvError, KvStore, NamedValue, OptionValue,
+    find_plugin, register_host_kernel,
+};
 
 /// StableHLO text of a static `graph`, as the runtime lowers programs it compiles.
 pub fn lower(graph: &ttpu_ir::Graph) -> Result<String> {

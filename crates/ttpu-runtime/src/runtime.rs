@@ -476,9 +476,13 @@ impl Runtime {
         build: impl FnOnce() -> Result<Graph, E>,
     ) -> Result<(Arc<Executable>, CompileInfo), E> {
         let hash = key.structure_hash();
+        // One span per lookup: its `source` says whether XLA compiled (`compiled`) or a cache
+        // held the program (`memory`, `disk`).
+        let span = tracing::debug_span!("compile", program = hash, source = tracing::field::Empty).entered();
         let counters = &self.inner.counters;
         let mut cache = self.inner.cache.lock().map_err(Error::from)?;
         if let Some(executable) = cache.get(hash, key, spec) {
+            span.record("source", "memory");
             bump(&counters.cache_hits, 1);
             return Ok((executable, CompileInfo { source: CacheSource::Memory, lower_s: 0.0, compile_s: 0.0 }));
         }
@@ -505,12 +509,15 @@ impl Runtime {
         let local: Vec<usize> = devices.iter().copied().filter(|&index| self.is_local(index)).collect();
         let start = Instant::now();
         let graph = build()?;
+        self.check_host_kernels(&graph)?;
         let lower_options = ttpu_stablehlo::LowerOptions {
             aliases: spec.aliases.clone(),
             sharding: spec.sharding.clone(),
             ..Default::default()
         };
-        let mlir = ttpu_stablehlo::lower_with(&graph, &lower_options).map_err(Error::from)?;
+        let mlir = tracing::debug_span!("lower")
+            .in_scope(|| ttpu_stablehlo::lower_with(&graph, &lower_options))
+            .map_err(Error::from)?;
         let lower_s = start.elapsed().as_secs_f64();
         let options = match &spec.sharding {
             Some(_) => CompileOptions::partitioned(&device_ids),
@@ -556,6 +563,7 @@ impl Runtime {
             }
         };
         let compile_s = start.elapsed().as_secs_f64();
+        span.record("source", if source == CacheSource::Disk { "disk" } else { "compiled" });
         // A deserialized executable keeps the placement it was compiled with; make sure it is
         // the one asked for (this process's part of it) before any argument list is matched to it.
         let placed = loaded.device_ids().map_err(Error::from)?;
@@ -575,6 +583,41 @@ impl Runtime {
         });
         cache.insert(hash, key.boxed(), spec.clone(), Arc::clone(&executable));
         Ok((executable, CompileInfo { source, lower_s, compile_s }))
+    }
+
+    /// Makes sure every host kernel `graph` calls can run: its function is registered in this
+    /// process ([`ttpu_pjrt::register_host_kernel`]) and the plugin takes XLA FFI handlers (the
+    /// one handler of all host kernels is registered with it here, once).
+    fn check_host_kernels(&self, graph: &Graph) -> Result<()> {
+        fn host_kernels(graph: &Graph, out: &mut Vec<String>) {
+            for (_, node) in graph.nodes() {
+                match &node.op {
+                    ttpu_ir::Op::Kernel(kernel) if kernel.body == ttpu_ir::KernelBody::Host => {
+                        out.push(kernel.name.to_string())
+                    }
+                    ttpu_ir::Op::While(while_loop) => {
+                        host_kernels(&while_loop.cond, out);
+                        host_kernels(&while_loop.body, out);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let mut kernels = Vec::new();
+        host_kernels(graph, &mut kernels);
+        let Some(first) = kernels.first() else { return Ok(()) };
+        if let Some(missing) = kernels.iter().find(|name| !ttpu_pjrt::host_kernel_registered(name)) {
+            return Err(Error::HostKernel {
+                kernel: missing.clone(),
+                message: "no function is registered under this name in this process".into(),
+            });
+        }
+        let platform = self.inner.client.platform_name()?;
+        self.inner
+            .client
+            .plugin()
+            .register_host_kernels(ttpu_stablehlo::HOST_KERNEL_TARGET, &platform)
+            .map_err(|error| Error::HostKernel { kernel: first.clone(), message: error.to_string() })
     }
 
     /// The executable of a static `graph` (lowered as given), keyed by its structure.
@@ -598,6 +641,7 @@ impl Runtime {
             });
         }
         let device = self.device(device)?;
+        let _span = tracing::debug_span!("transfer_in", bytes = data.len()).entered();
         let buffer = self.inner.client.buffer_from_host_on(device, data, element_type(dtype), dims)?;
         bump(&self.inner.counters.bytes_to_device, data.len() as u64);
         Ok(buffer)
@@ -612,6 +656,7 @@ impl Runtime {
 
     /// Copies `buffer` to the host as PJRT gives it.
     pub fn download_raw(&self, buffer: &Buffer) -> Result<HostBuffer> {
+        let _span = tracing::debug_span!("transfer_out").entered();
         let host = buffer.to_host()?;
         bump(&self.inner.counters.bytes_to_host, host.data.len() as u64);
         Ok(host)
@@ -686,6 +731,12 @@ pub struct Executable {
 }
 
 impl Executable {
+    /// XLA's cost analysis of the program, by the plugin's names (`flops`, `bytes accessed`,
+    /// ...); plugins that do not implement it (the CPU plugin) answer `Unimplemented`.
+    pub fn cost_analysis(&self) -> Result<Vec<(String, ttpu_pjrt::NamedValue)>> {
+        Ok(self.loaded.cost_analysis()?)
+    }
+
     /// Runtime device indices of the replicas (or partitions), in replica (or mesh) order.
     pub fn devices(&self) -> &[usize] {
         &self.devices

@@ -26,10 +26,12 @@
 #![warn(missing_docs)]
 
 mod context;
+mod kernel;
 mod lower;
 mod ops;
 mod types;
 
+pub use kernel::{HOST_KERNEL_TARGET, KernelSignature, kernel_signature};
 use ttpu_ir::{Graph, TensorType, ValueId, VerifyErrors};
 
 /// Why a graph could not be lowered.
@@ -73,6 +75,13 @@ pub enum Error {
         /// The output.
         output: usize,
         /// Why not.
+        message: String,
+    },
+    /// A user kernel's StableHLO module that cannot be used: it does not parse, holds more than
+    /// functions, has no public `@main`, or its types are not the kernel's.
+    #[error("{message}")]
+    KernelModule {
+        /// What is wrong, naming the kernel where one is known.
         message: String,
     },
     /// A bug in this crate (an attribute that did not parse, an op MLIR refused to create).

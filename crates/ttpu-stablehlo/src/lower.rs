@@ -38,7 +38,7 @@ pub(crate) fn lower(graph: &Graph, options: &LowerOptions) -> Result<String, Err
     if let Some(sharding) = &options.sharding {
         check_sharding(graph, sharding)?;
     }
-    let module = build_module(session.context(), graph, &options.aliases, options.sharding.as_ref())
+    let module = build_module(session.context(), &session, graph, &options.aliases, options.sharding.as_ref())
         .map_err(|error| with_diagnostics(error, &session))?;
     verify(&module, &session)?;
     let mut flags = OperationPrintingFlags::new();
@@ -159,6 +159,7 @@ fn location<'c>(context: &'c Context, loc: &Loc) -> Location<'c> {
 /// The module holding `func.func @main`.
 fn build_module<'c>(
     context: &'c Context,
+    session: &Session,
     graph: &Graph,
     aliases: &[(usize, usize)],
     sharding: Option<&ProgramSharding>,
@@ -178,8 +179,12 @@ fn build_module<'c>(
             (ty, name.map_or(unknown, |name| Location::name(context, name, unknown)))
         })
         .collect();
+    // Kernels' functions come first, so `@main` is the module's last function.
+    let module = Module::new(unknown);
+    let callees = crate::kernel::inline_kernels(context, session, &module, graph)?;
+    let lowering = Lowering { callees: &callees, replicate: sharding.is_some() };
     let block = Block::new(&arguments);
-    lower_body(context, graph, &block, Terminator::Function)?;
+    lower_body(context, &lowering, graph, &block, Terminator::Function)?;
 
     let region = Region::new();
     region.append_block(block);
@@ -231,7 +236,6 @@ fn build_module<'c>(
         &attributes,
         unknown,
     );
-    let module = Module::new(unknown);
     if let Some(sharding) = sharding {
         let mesh = OperationBuilder::new("sdy.mesh", unknown)
             .add_attributes(&[
@@ -240,7 +244,11 @@ fn build_module<'c>(
             ])
             .build()
             .map_err(|error| internal("building sdy.mesh", error))?;
-        module.body().append_operation(mesh);
+        // The mesh is defined before the functions that name it.
+        match module.body().first_operation() {
+            Some(first) => module.body().insert_operation_before(first, mesh),
+            None => module.body().append_operation(mesh),
+        };
     }
     module.body().append_operation(main);
     Ok(module)
@@ -255,8 +263,23 @@ enum Terminator {
     Region,
 }
 
+/// What every graph of one module lowers with.
+struct Lowering<'k> {
+    /// The inlined function of each StableHLO kernel.
+    callees: &'k crate::kernel::Callees,
+    /// Whether the module is sharded (over `@mesh`): kernel operands and results are then
+    /// replicated.
+    replicate: bool,
+}
+
 /// Fills `block` (whose arguments are the graph's inputs): every node, then the terminator.
-fn lower_body<'c>(context: &'c Context, graph: &Graph, block: &Block<'c>, terminator: Terminator) -> Result<(), Error> {
+fn lower_body<'c>(
+    context: &'c Context,
+    lowering: &Lowering<'_>,
+    graph: &Graph,
+    block: &Block<'c>,
+    terminator: Terminator,
+) -> Result<(), Error> {
     let mut values: Vec<Option<Value<'c, '_>>> = vec![None; graph.value_count()];
     let mut sizes = RuntimeSizes::new(graph);
     for (index, &input) in graph.inputs.iter().enumerate() {
@@ -269,8 +292,31 @@ fn lower_body<'c>(context: &'c Context, graph: &Graph, block: &Block<'c>, termin
             .iter()
             .map(|&operand| lookup(&values, operand))
             .collect::<Result<SmallVec<[Value<'c, '_>; 4]>, Error>>()?;
+        if let Op::Kernel(kernel) = &node.op {
+            let loc = location(context, &node.loc);
+            let results = node
+                .results
+                .iter()
+                .map(|&result| tensor_type(context, graph.ty(result)))
+                .collect::<Result<Vec<_>, Error>>()?;
+            // Under a mesh a kernel sees whole tensors: its operands and results are replicated,
+            // so the partitioner never splits what the kernel was written for.
+            let mut replicated_operands = Vec::with_capacity(operands.len());
+            for (&value, &operand) in operands.iter().zip(&node.operands) {
+                replicated_operands.push(replicated(context, lowering, block, value, graph.ty(operand), loc)?);
+            }
+            let operands = replicated_operands;
+            let operation = crate::kernel::call(context, lowering.callees, kernel, &operands, &results, loc)?;
+            let defined = block.append_operation(operation);
+            for (slot, &result) in node.results.iter().enumerate() {
+                let value = defined.result(slot).map_err(|error| internal("reading a kernel result", error))?;
+                let value = replicated(context, lowering, block, value.into(), graph.ty(result), loc)?;
+                values[result.index_usize()] = Some(value);
+            }
+            continue;
+        }
         if let Op::While(while_loop) = &node.op {
-            let operation = lower_while(context, graph, node, while_loop, &operands)?;
+            let operation = lower_while(context, lowering, graph, node, while_loop, &operands)?;
             let defined = block.append_operation(operation);
             for (slot, &result) in node.results.iter().enumerate() {
                 let value = defined.result(slot).map_err(|error| internal("reading a loop result", error))?;
@@ -305,10 +351,27 @@ fn lower_body<'c>(context: &'c Context, graph: &Graph, block: &Block<'c>, termin
     Ok(())
 }
 
+/// `value` constrained to be whole on every device when the module is sharded (as it is).
+fn replicated<'c, 'a>(
+    context: &'c Context,
+    lowering: &Lowering<'_>,
+    block: &'a Block<'c>,
+    value: Value<'c, 'a>,
+    ty: &TensorType,
+    loc: Location<'c>,
+) -> Result<Value<'c, 'a>, Error> {
+    if !lowering.replicate {
+        return Ok(value);
+    }
+    let whole = Sharding::replicated(ty.shape.rank());
+    append(block, ops::sharding_constraint(context, value, &sdy_sharding(&whole), loc)?)
+}
+
 /// `stablehlo.while`: each of the loop's graphs becomes a region whose block arguments are the
 /// loop state.
 fn lower_while<'c>(
     context: &'c Context,
+    lowering: &Lowering<'_>,
     graph: &Graph,
     node: &Node,
     while_loop: &ttpu_ir::WhileLoop,
@@ -320,7 +383,7 @@ fn lower_while<'c>(
     let region = |part: &Graph| -> Result<Region<'c>, Error> {
         let arguments: Vec<(Type<'c>, Location<'c>)> = state.iter().map(|&ty| (ty, loc)).collect();
         let block = Block::new(&arguments);
-        lower_body(context, part, &block, Terminator::Region)?;
+        lower_body(context, lowering, part, &block, Terminator::Region)?;
         let region = Region::new();
         region.append_block(block);
         Ok(region)
@@ -685,7 +748,9 @@ fn lower_node<'c>(
             let dtype = operand_dtype();
             ops::sort(context, operands[0], positions.into(), *dimension, *descending, dtype, [keys, result], loc)
         }
-        Op::While(_) => Err(Error::Internal { message: "a loop reached the one-result lowering".into() }),
+        Op::While(_) | Op::Kernel(_) => {
+            Err(Error::Internal { message: format!("`{}` reached the one-result lowering", node.op.mnemonic()) })
+        }
         Op::DimSize(dimension) => {
             // `get_dimension_size` answers in i32; the IR's sizes are i64.
             let size = block.append_operation(ops::get_dimension_size(context, operands[0], *dimension, loc)?);

@@ -13,7 +13,10 @@
 //! batching-dims fields.
 
 use melior::Context;
-use melior::ir::attribute::{BoolAttribute, DenseElementsAttribute, DenseI64ArrayAttribute, IntegerAttribute};
+use melior::ir::attribute::{
+    BoolAttribute, DenseElementsAttribute, DenseI64ArrayAttribute, DictionaryAttribute, IntegerAttribute,
+    StringAttribute,
+};
 use melior::ir::operation::OperationBuilder;
 use melior::ir::r#type::{IntegerType, RankedTensorType};
 use melior::ir::{
@@ -273,6 +276,49 @@ pub(crate) fn while_loop<'c>(
     location: Location<'c>,
 ) -> Result<Operation<'c>, Error> {
     build("stablehlo.while", location, operands, results, &[], vec![cond, body])
+}
+
+/// `stablehlo.custom_call @target` through XLA's typed FFI (`api_version = 4`): `config` becomes
+/// the backend config dictionary, which the handler reads as its attributes (strings here).
+pub(crate) fn custom_call_ffi<'c>(
+    context: &'c Context,
+    target: &str,
+    config: &[(&str, &str)],
+    operands: &[Value<'c, '_>],
+    results: &[Type<'c>],
+    location: Location<'c>,
+) -> Result<Operation<'c>, Error> {
+    let entries: Vec<(Identifier<'c>, Attribute<'c>)> =
+        config.iter().map(|(name, value)| named(context, name, StringAttribute::new(context, value))).collect();
+    let i32_type = IntegerType::new(context, 32).into();
+    let attributes = [
+        named(context, "call_target_name", StringAttribute::new(context, target)),
+        named(context, "api_version", IntegerAttribute::new(i32_type, 4)),
+        named(context, "backend_config", DictionaryAttribute::new(context, &entries)),
+        named(context, "has_side_effect", bool_attr(context, false)),
+    ];
+    build("stablehlo.custom_call", location, operands, results, &attributes, Vec::new())
+}
+
+/// `sdy.sharding_constraint`: `operand` laid out as `sharding` (Shardy's `#sdy.sharding<...>`
+/// text, built by the caller from a `Sharding`).
+pub(crate) fn sharding_constraint<'c>(
+    context: &'c Context,
+    operand: Value<'c, '_>,
+    sharding: &str,
+    location: Location<'c>,
+) -> Result<Operation<'c>, Error> {
+    let attribute = Attribute::parse(context, sharding)
+        .ok_or_else(|| internal("a sharding constraint", format!("`{sharding}` does not parse")))?;
+    let ty = melior::ir::ValueLike::r#type(&operand);
+    build(
+        "sdy.sharding_constraint",
+        location,
+        &[operand],
+        &[ty],
+        &[(Identifier::new(context, "sharding"), attribute)],
+        Vec::new(),
+    )
 }
 
 // ---------------------------------------------------------------------------------------------

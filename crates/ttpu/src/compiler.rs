@@ -52,16 +52,103 @@ pub struct Compiled {
     pub stablehlo: String,
 }
 
-/// Composes the frontend, the pass pipeline and StableHLO lowering.
+/// Composes the frontend, the pass pipeline and StableHLO lowering, with the user kernels that
+/// calls of ops outside the ATen table run.
 #[derive(Clone, Debug, Default)]
 pub struct Compiler {
-    _private: (),
+    kernels: ttpu_fx::Kernels,
 }
 
 impl Compiler {
-    /// A compiler with the default pipeline.
+    /// A compiler with the default pipeline and no user kernels.
     pub fn new() -> Compiler {
         Compiler::default()
+    }
+
+    /// Registers the user op `name` (`mylib::foo`, as `torch.library.custom_op` names it; `.fx`
+    /// text calls it `torch.ops.mylib.foo.default`) with a StableHLO module as its
+    /// implementation: MLIR text in generic op form whose public `@main` takes the op's tensors
+    /// and returns its results (what `jax.jit(f).lower(...)` gives, printed generic). Each call
+    /// is checked against `@main`'s types at import, and the module's functions are inlined into
+    /// the program as private functions; the module's bytes are part of every compile-cache key.
+    /// A module that does not parse or has no usable `@main`, or a name that is malformed or
+    /// already registered, is an error naming the kernel.
+    pub fn register_kernel(&mut self, name: &str, module: &str) -> Result<()> {
+        let signature = ttpu_stablehlo::kernel_signature(module)
+            .map_err(|error| Error::Kernel { name: name.to_owned(), message: error.to_string() })?;
+        let kernel = ttpu_ir::Kernel {
+            name: name.into(),
+            inputs: signature.inputs,
+            results: signature.results,
+            body: ttpu_ir::KernelBody::StableHlo(module.into()),
+        };
+        self.insert_kernel(kernel)
+    }
+
+    /// Registers the user op `name` with a host implementation: `function` runs on the host
+    /// through XLA's FFI (the plugin must export the PJRT FFI extension, as the CPU plugin does;
+    /// others refuse the program before it compiles), reading tensors of `inputs` types and
+    /// writing tensors of `results` types. The function is registered for the whole process, so
+    /// a name can have one host function only.
+    pub fn register_host_kernel(
+        &mut self,
+        name: &str,
+        inputs: Vec<ttpu_ir::TensorType>,
+        results: Vec<ttpu_ir::TensorType>,
+        function: std::sync::Arc<ttpu_runtime::HostKernelFn>,
+    ) -> Result<()> {
+        let fail = |message: String| Error::Kernel { name: name.to_owned(), message };
+        if let Some(ty) = inputs.iter().chain(&results).find(|ty| !ty.shape.is_static()) {
+            return Err(fail(format!("the type {ty} is symbolic; kernel types are static")));
+        }
+        if results.is_empty() {
+            return Err(fail("a kernel has at least one result".into()));
+        }
+        let kernel = ttpu_ir::Kernel { name: name.into(), inputs, results, body: ttpu_ir::KernelBody::Host };
+        let mut kernels = self.kernels.clone();
+        kernels.insert(std::sync::Arc::new(kernel)).map_err(|error| fail(without_name(&error)))?;
+        ttpu_runtime::register_host_kernel(name, function).map_err(|error| fail(error.to_string()))?;
+        self.kernels = kernels;
+        Ok(())
+    }
+
+    /// Registers every `*.mlir` file of `dir` as a StableHLO kernel named after the file
+    /// (`mylib.foo.mlir` is `mylib::foo`), in name order.
+    pub fn register_kernel_dir(&mut self, dir: &std::path::Path) -> Result<()> {
+        let unreadable =
+            |error: std::io::Error| Error::Kernel { name: dir.display().to_string(), message: error.to_string() };
+        let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
+            .map_err(unreadable)?
+            .map(|entry| entry.map(|entry| entry.path()))
+            .collect::<std::io::Result<_>>()
+            .map_err(unreadable)?;
+        files.retain(|path| path.extension().is_some_and(|ext| ext == "mlir"));
+        files.sort();
+        for file in files {
+            let stem = file.file_stem().and_then(|stem| stem.to_str()).unwrap_or_default();
+            let Some((namespace, op)) = stem.split_once('.') else {
+                return Err(Error::Kernel {
+                    name: file.display().to_string(),
+                    message: "a kernel file is named `namespace.op.mlir`".into(),
+                });
+            };
+            let module = std::fs::read_to_string(&file)
+                .map_err(|error| Error::Kernel { name: file.display().to_string(), message: error.to_string() })?;
+            self.register_kernel(&format!("{namespace}::{op}"), &module)?;
+        }
+        Ok(())
+    }
+
+    /// The user kernels registered so far.
+    pub fn kernels(&self) -> &ttpu_fx::Kernels {
+        &self.kernels
+    }
+
+    fn insert_kernel(&mut self, kernel: ttpu_ir::Kernel) -> Result<()> {
+        let name = kernel.name.to_string();
+        self.kernels
+            .insert(std::sync::Arc::new(kernel))
+            .map_err(|error| Error::Kernel { name, message: without_name(&error) })
     }
 
     /// Parses and imports `.fx` text, then runs the pass pipeline; the IR is verified after each step.
@@ -83,7 +170,11 @@ impl Compiler {
     ) -> Result<(Module, Option<ttpu_fuse::FuseReport>)> {
         let span = tracing::debug_span!("import", path = %program.path);
         let _enter = span.enter();
-        let import_options = ImportOptions { symbol_values: options.symbol_values.clone(), seed: options.seed };
+        let import_options = ImportOptions {
+            symbol_values: options.symbol_values.clone(),
+            seed: options.seed,
+            kernels: self.kernels.clone(),
+        };
         let mut module = ttpu_fx::import(program, &import_options)?;
         ttpu_ir::verify(&module.graph).map_err(|errors| Error::Internal { pass: "import", errors })?;
         run_passes(&mut module.graph, PASSES)?;
@@ -96,7 +187,7 @@ impl Compiler {
             fuse_options.clone()
         };
         let (fused, report) = {
-            let _span = tracing::debug_span!("pass", name = "fuse").entered();
+            let _span = tracing::debug_span!("fuse").entered();
             ttpu_fuse::fuse(&module.graph, &fuse_options)?
         };
         ttpu_ir::verify(&fused).map_err(|errors| Error::Internal { pass: "fuse", errors })?;
@@ -200,6 +291,16 @@ impl Compiler {
         let module = self.import(source, path, options)?;
         let stablehlo = self.lower(&module)?;
         Ok(Compiled { module, stablehlo })
+    }
+}
+
+/// A registry error's reason, for a message that names the kernel already.
+fn without_name(error: &ttpu_fx::KernelError) -> String {
+    match error {
+        ttpu_fx::KernelError::BadName { .. } => {
+            "the name is not `namespace::name` (as `torch.library` names ops)".into()
+        }
+        ttpu_fx::KernelError::Twice { .. } => "registered twice".into(),
     }
 }
 

@@ -18,6 +18,21 @@ pub enum Error {
     /// the compile caches.
     #[error(transparent)]
     Runtime(Box<ttpu_runtime::Error>),
+    /// A user kernel cannot be registered: its module does not parse or has no usable `@main`,
+    /// its name is malformed or taken, or a file of `--kernels` cannot be read.
+    #[error("kernel `{name}`: {message}")]
+    Kernel {
+        /// The kernel (`mylib::foo`), or the file it came from.
+        name: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The accuracy mode cannot compare this model (see [`crate::bisect`]).
+    #[error("bisect: {message}")]
+    Bisect {
+        /// Why not.
+        message: String,
+    },
     /// A pass produced an invalid graph: a bug in ttpu, not in the model.
     #[error("internal error (a ttpu bug) after pass `{pass}`: {errors}")]
     Internal {

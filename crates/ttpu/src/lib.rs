@@ -21,6 +21,7 @@
 
 #![warn(missing_docs)]
 
+pub mod bisect;
 mod compiler;
 mod conv;
 mod error;
@@ -30,6 +31,7 @@ pub mod parallel;
 pub mod parity;
 pub mod pipeline;
 mod prepare;
+pub mod profile;
 mod session;
 pub mod train;
 
@@ -37,12 +39,14 @@ pub use compiler::{CompileOptions, Compiled, Compiler};
 pub use error::{Error, Result};
 pub use loaded::{DeviceOutputs, LoadedModel, Prepared};
 pub use parallel::{Parallelism, Plan, PlanFile};
+pub use profile::{TraceRecorder, Work, estimate_work};
 pub use session::{Bucketing, Model, Session};
 pub use train::{AdamW, Optimizer, Sgd, Trainer};
 pub use ttpu_fx::{InputRole, ModelInput, ModelOutput, ModelSignature, OutputRole};
 pub use ttpu_ir::DType;
 pub use ttpu_ir::{Mesh, Sharding};
 pub use ttpu_runtime::{
-    CacheSource, CompileInfo, Counters, Distributed, HostTensor, KvError, KvStore, OptionValue, Runtime,
-    RuntimeOptions, TensorMap, default_disk_cache_dir, find_plugin, read_safetensors, write_safetensors,
+    CacheSource, CompileInfo, Counters, Distributed, FfiBuffer, FfiBufferMut, HostKernelFn, HostTensor, KvError,
+    KvStore, OptionValue, Runtime, RuntimeOptions, TensorMap, default_disk_cache_dir, find_plugin, read_safetensors,
+    write_safetensors,
 };

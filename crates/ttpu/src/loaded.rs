@@ -91,6 +91,17 @@ impl Prepared {
     pub fn compile_info(&self) -> Option<CompileInfo> {
         self.compile
     }
+
+    /// The model's graph at this run's sizes (before the load-time split of weight-only work).
+    pub fn program(&self) -> &ttpu_ir::Graph {
+        &self.specialisation.module.graph
+    }
+
+    /// XLA's cost analysis of the executable this run will use (see
+    /// [`ttpu_runtime::Executable::cost_analysis`]).
+    pub fn cost_analysis(&self) -> Result<Vec<(String, ttpu_runtime::NamedValue)>> {
+        Ok(self.executable.cost_analysis()?)
+    }
 }
 
 /// The outputs of one run, still on the devices.
@@ -177,6 +188,7 @@ impl DeviceOutputs {
     /// Every output of every replica copied to the host, cut back to the sizes the inputs gave.
     /// A sharded model's outputs are assembled from the devices' shards: one map.
     pub fn to_host(&self) -> Result<Vec<TensorMap>> {
+        let _span = tracing::debug_span!("to_host").entered();
         if let Some((mesh, placements)) = &self.layout {
             let mut outputs = TensorMap::new();
             for (index, ((key, ty), (sharding, shape))) in self.keys.iter().zip(placements).enumerate() {
@@ -239,6 +251,7 @@ impl LoadedModel {
         replicas: usize,
         parallelism: Option<Parallelism>,
     ) -> Result<LoadedModel> {
+        let _span = tracing::info_span!("weights_in", tensors = weights.len(), replicas).entered();
         // A mesh spans the job's devices; replicas run on this process's own.
         let available = match &parallelism {
             Some(_) => runtime.device_count(),
@@ -409,6 +422,7 @@ impl LoadedModel {
     /// Runs on one input set (keyed by placeholder name) and copies every output to the host:
     /// user outputs as `output_0`, ... and each mutated buffer's new value under its target.
     pub fn run(&self, inputs: &TensorMap) -> Result<TensorMap> {
+        let _span = tracing::info_span!("run").entered();
         let mut outputs = self.run_replicated(&[inputs])?;
         Ok(outputs.pop().unwrap_or_default())
     }
@@ -422,6 +436,7 @@ impl LoadedModel {
     /// Checks, pads and uploads one input set per replica, and finds (or compiles) the
     /// executable for their sizes.
     pub fn prepare(&self, inputs: &[&TensorMap]) -> Result<Prepared> {
+        let _span = tracing::debug_span!("prepare").entered();
         if inputs.len() != self.input_sets() {
             return Err(Error::ReplicaInputs { given: inputs.len(), replicas: self.input_sets() });
         }

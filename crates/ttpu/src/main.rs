@@ -96,21 +96,31 @@ enum Command {
     /// (`ttpu serve --help`).
     #[command(disable_help_flag = true)]
     Serve(cli::llm::Forwarded),
-    /// Run a model and compare its outputs with expected ones; exits 0 only if all match.
+    /// Run a model and compare its outputs with expected ones; exits 0 only if all match. With
+    /// `--bisect`, find the first node whose value departs from an f64 evaluation of the graph.
     Parity {
         /// The `.fx` file.
         model: PathBuf,
         #[command(flatten)]
         data: DataArgs,
         /// Expected outputs (safetensors, same keys as `run` writes).
+        #[arg(long, required_unless_present = "bisect")]
+        expected: Option<PathBuf>,
+        /// Compare every node's value, in program order, between the optimized program and an
+        /// unfused f64 evaluation of the same graph on the plugin, and print the first that departs.
         #[arg(long)]
-        expected: PathBuf,
-        /// Relative tolerance.
-        #[arg(long, default_value_t = 1e-4)]
-        rtol: f64,
-        /// Absolute tolerance.
-        #[arg(long, default_value_t = 1e-5)]
-        atol: f64,
+        bisect: bool,
+        /// With `--bisect`: PyTorch's values of the nodes, by node name (safetensors, as
+        /// `ttpu.capture_intermediates` writes them), compared too.
+        #[arg(long, requires = "bisect")]
+        intermediates: Option<PathBuf>,
+        /// Relative tolerance (default 1e-4; 1e-3 with `--bisect`, whose values deep in a model
+        /// carry every earlier node's rounding).
+        #[arg(long)]
+        rtol: Option<f64>,
+        /// Absolute tolerance (default 1e-5; 1e-4 with `--bisect`).
+        #[arg(long)]
+        atol: Option<f64>,
     },
     /// Start N local processes of one job (a `file://` store in a fresh directory), each running
     /// COMMAND: `ttpu launch -n 2 -- ttpu train ... --mesh dp=2,tp=4 --parallel ddp`.
@@ -140,11 +150,23 @@ struct FuseArgs {
     /// checks the form.
     #[arg(long = "xla-option", value_name = "NAME=VALUE", value_parser = parse_xla_option)]
     xla_options: Vec<(String, ttpu::OptionValue)>,
+    /// A folder of user kernels: each `NAMESPACE.OP.mlir` is a StableHLO module (generic op form,
+    /// public `@main`) that implements the custom op `torch.ops.NAMESPACE.OP.default`.
+    #[arg(long, value_name = "DIR")]
+    kernels: Option<PathBuf>,
 }
 
 impl FuseArgs {
     fn options(&self) -> Option<ttpu_fuse::FuseOptions> {
         (!self.no_fuse).then(|| ttpu_fuse::FuseOptions { fast_math: self.fast_math, ..Default::default() })
+    }
+
+    /// Registers the kernels of `--kernels` with `compiler`.
+    fn register_kernels(&self, compiler: &mut Compiler, source: &str) -> Result<(), Report> {
+        match &self.kernels {
+            Some(dir) => compiler.register_kernel_dir(dir).map_err(|error| report(error, source)),
+            None => Ok(()),
+        }
     }
 }
 
@@ -163,6 +185,9 @@ struct DataArgs {
     /// $XDG_CACHE_HOME/ttpu/compiled).
     #[arg(long)]
     no_cache: bool,
+    /// Write a Chrome trace (Perfetto, chrome://tracing) of every stage to this file.
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
     #[command(flatten)]
     fuse: FuseArgs,
     #[command(flatten)]
@@ -234,6 +259,9 @@ struct TrainArgs {
     /// Neither read nor write the compile cache on disk.
     #[arg(long)]
     no_cache: bool,
+    /// Write a Chrome trace of every stage and training step to this file.
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
     #[command(flatten)]
     parallel: ParallelArgs,
 }
@@ -354,19 +382,56 @@ fn main() -> ExitCode {
         // SAFETY: first thing in `main`, before any other thread exists or the plugin is loaded.
         unsafe { std::env::set_var("TF_CPP_MIN_LOG_LEVEL", "1") };
     }
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("TTPU_LOG").unwrap_or_else(|_| "warn".into()))
-        .with_writer(std::io::stderr)
-        .init();
+    let cli = Cli::parse();
+    let trace = cli.command.trace().map(|path| (path.to_owned(), ttpu::TraceRecorder::new()));
+    {
+        use tracing_subscriber::layer::SubscriberExt;
+        use tracing_subscriber::util::SubscriberInitExt;
+        let filter = tracing_subscriber::EnvFilter::try_from_env("TTPU_LOG").unwrap_or_else(|_| "warn".into());
+        let print = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+        let registry = tracing_subscriber::registry().with(tracing_subscriber::Layer::with_filter(print, filter));
+        match &trace {
+            Some((_, recorder)) => {
+                TRACE.get_or_init(|| recorder.clone());
+                registry.with(recorder.layer()).init();
+            }
+            None => registry.init(),
+        }
+    }
     // Long messages carry file:line:col and keys that tools grep for: never wrap them.
     miette::set_hook(Box::new(|_| Box::new(miette::MietteHandlerOpts::new().wrap_lines(false).build())))
         .expect("the hook is set once, first thing in main");
-    let cli = Cli::parse();
-    match run(cli) {
+    let result = run(cli);
+    // A failed run's trace shows how far it got: write it either way.
+    if let Some((path, recorder)) = &trace
+        && cli::launch::writes_files()
+    {
+        match recorder.write(path) {
+            Ok(()) => eprintln!("wrote a trace of {} spans to {}", recorder.event_count(), path.display()),
+            Err(error) => eprintln!("could not write the trace {}: {error}", path.display()),
+        }
+    }
+    match result {
         Ok(code) => code,
         Err(report) => {
             eprintln!("{report:?}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+/// The recorder of `--trace`, for the code that knows the plugin (to note what it can trace).
+static TRACE: std::sync::OnceLock<ttpu::TraceRecorder> = std::sync::OnceLock::new();
+
+impl Command {
+    /// The `--trace` file of the command, if it takes one and it was given.
+    fn trace(&self) -> Option<&Path> {
+        match self {
+            Command::Run { data, .. } | Command::Bench { data, .. } | Command::Parity { data, .. } => {
+                data.trace.as_deref()
+            }
+            Command::Train(args) => args.trace.as_deref(),
+            Command::Lower { .. } | Command::Launch(_) | Command::Generate(_) | Command::Serve(_) => None,
         }
     }
 }
@@ -388,7 +453,8 @@ fn run(cli: Cli) -> Result<ExitCode, Report> {
                     "note: --xla-option applies to XLA's compiles; `lower` prints the program before XLA sees it"
                 );
             }
-            let compiler = Compiler::new();
+            let mut compiler = Compiler::new();
+            fuse.register_kernels(&mut compiler, &source)?;
             let text = if explain_dynamic {
                 let program = ttpu_fx::parse(&source, &path).map_err(|error| report(error.into(), &source))?;
                 let options = CompileOptions { fuse: fuse.options(), seed: fuse.seed, ..CompileOptions::default() };
@@ -480,7 +546,12 @@ fn run(cli: Cli) -> Result<ExitCode, Report> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Launch(args) => cli::launch::run(&args),
-        Command::Parity { model, data, expected, rtol, atol } => {
+        Command::Parity { model, data, bisect: true, intermediates, rtol, atol, .. } => {
+            run_bisect(&model, &data, intermediates.as_deref(), rtol, atol)
+        }
+        Command::Parity { model, data, expected, rtol, atol, .. } => {
+            let expected = expected.ok_or_else(|| miette::miette!("--expected is required without --bisect"))?;
+            let (rtol, atol) = (rtol.unwrap_or(1e-4), atol.unwrap_or(1e-5));
             let (source, outputs) = execute(&model, &data)?;
             let expected = read_safetensors(&expected).map_err(|error| report(error.into(), &source))?;
             let reports =
@@ -504,6 +575,66 @@ fn run(cli: Cli) -> Result<ExitCode, Report> {
             Ok(if all_ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
     }
+}
+
+/// `ttpu parity --bisect`: the first node that departs from the f64 reference (and from
+/// PyTorch's values, when given), with its source line; exits 0 only when none does.
+fn run_bisect(
+    model: &Path,
+    data: &DataArgs,
+    intermediates: Option<&Path>,
+    rtol: Option<f64>,
+    atol: Option<f64>,
+) -> Result<ExitCode, Report> {
+    let (source, path) = read_model(model)?;
+    if data.parallel.parallelism(&source)?.is_some() || data.parallel.devices.is_some_and(|devices| devices > 1) {
+        return Err(miette::miette!("--bisect runs on one device: drop --devices, --mesh, --parallel and --plan"));
+    }
+    let session = session(data, None, &source)?;
+    let weights = read_weights(data, &source)?;
+    let inputs = read_safetensors(&data.inputs).map_err(|error| report(error.into(), &source))?;
+    let intermediates =
+        intermediates.map(|file| read_safetensors(file).map_err(|error| report(error.into(), &source))).transpose()?;
+    let defaults = ttpu::bisect::BisectOptions::default();
+    let options = ttpu::bisect::BisectOptions {
+        rtol: rtol.unwrap_or(defaults.rtol),
+        atol: atol.unwrap_or(defaults.atol),
+        compile: CompileOptions { fuse: data.fuse.options(), seed: data.fuse.seed, ..CompileOptions::default() },
+        intermediates,
+        transform: None,
+    };
+    let found = ttpu::bisect::bisect(&session, &source, &path, &weights, &inputs, &options)
+        .map_err(|error| report(error, &source))?;
+    let describe = |reference: &str, departure: &Option<ttpu::bisect::Departure>| {
+        let Some(departure) = departure else {
+            println!("  no node departs from {reference}");
+            return;
+        };
+        let parity = &departure.parity;
+        let worst = parity.worst_index.as_ref().map_or(String::new(), |index| format!(", worst at {index:?}"));
+        println!(
+            "  first node departing from {reference}: `{}` ({})
+    max abs {:.3e}  max rel {:.3e}  mismatched {}/{}{worst}",
+            departure.node, departure.origin, parity.max_abs, parity.max_rel, parity.mismatched, parity.total
+        );
+        if let Some(text) = departure.line.and_then(|line| source.lines().nth((line as usize).saturating_sub(1))) {
+            println!("    {}", text.trim());
+        }
+    };
+    println!(
+        "bisect (rtol {:e}, atol {:e}): {} nodes of the {} program compared with an unfused f64 evaluation",
+        options.rtol,
+        options.atol,
+        found.compared,
+        if options.compile.fuse.is_some() { "optimized" } else { "unfused" }
+    );
+    describe("the f64 evaluation", &found.first);
+    if options.intermediates.is_some() {
+        println!("  {} nodes compared with PyTorch's values", found.compared_with_pytorch);
+        describe("PyTorch's values", &found.first_from_pytorch);
+    }
+    let clean = found.first.is_none() && found.first_from_pytorch.is_none();
+    Ok(if clean { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
 /// One line per symbol: its range and whether runs pad it to a power-of-two bucket.
@@ -554,6 +685,21 @@ fn session(data: &DataArgs, devices: Option<usize>, source: &str) -> Result<Sess
     // One device is the plugin's default set: no need to ask a plugin for a count.
     let devices = devices.filter(|&devices| devices > 1);
     let runtime = cli::launch::runtime(data.plugin.as_deref(), devices)?;
+    if let Some(recorder) = TRACE.get() {
+        let plugin = runtime.client().plugin();
+        recorder.set_metadata("platform", serde_json::json!(runtime.platform()));
+        recorder.set_metadata("plugin", serde_json::json!(plugin.path().display().to_string()));
+        // Per-HLO-op device events need the plugin's PJRT profiler extension.
+        let device_events = if plugin.has_profiler_extension() {
+            "the plugin has a PJRT profiler extension, which ttpu does not read yet".to_owned()
+        } else {
+            format!(
+                "none: the plugin exports no PJRT profiler extension (its extensions: {:?})",
+                plugin.extension_types()
+            )
+        };
+        recorder.set_metadata("device_events", serde_json::json!(device_events));
+    }
     if !data.no_cache {
         match ttpu_runtime::default_disk_cache_dir() {
             Some(dir) => runtime.set_disk_cache(&dir).map_err(|error| report(error.into(), source))?,
@@ -561,6 +707,7 @@ fn session(data: &DataArgs, devices: Option<usize>, source: &str) -> Result<Sess
         }
     }
     let mut session = Session::with_runtime(runtime);
+    data.fuse.register_kernels(session.compiler_mut(), source)?;
     session.set_compile_options(CompileOptions {
         fuse: data.fuse.options(),
         seed: data.fuse.seed,
@@ -619,6 +766,8 @@ struct BenchResults {
     weights_in_s: f64,
     weight_bytes: usize,
     first_run_s: f64,
+    /// XLA's cost analysis of the program, or ttpu's estimate where the plugin has none.
+    cost: serde_json::Value,
     warm: Vec<f64>,
     transfer_in: Vec<f64>,
     execute: Vec<f64>,
@@ -665,6 +814,7 @@ fn bench(model: &Path, data: &DataArgs, options: &BenchOptions) -> Result<BenchR
     let start = Instant::now();
     let prepared = loaded.prepare(&replicated).map_err(fail)?;
     let info = prepared.compile_info().ok_or_else(|| miette::miette!("the first run found its program compiled"))?;
+    let cost = program_cost(&prepared);
     loaded.execute(prepared).map_err(fail)?.to_host().map_err(fail)?;
     let first_run_s = start.elapsed().as_secs_f64() - info.lower_s - info.compile_s;
 
@@ -694,6 +844,7 @@ fn bench(model: &Path, data: &DataArgs, options: &BenchOptions) -> Result<BenchR
         weights_in_s,
         weight_bytes,
         first_run_s: first_run_s.max(0.0),
+        cost,
         warm: Vec::new(),
         transfer_in: Vec::new(),
         execute: Vec::new(),
@@ -715,6 +866,29 @@ fn bench(model: &Path, data: &DataArgs, options: &BenchOptions) -> Result<BenchR
         }
     }
     Ok(results)
+}
+
+/// The cost of the program `prepared` runs: XLA's analysis (`flops`, `bytes accessed`) where the
+/// plugin gives one, else ttpu's estimate from the IR at these sizes, saying which it is.
+fn program_cost(prepared: &ttpu::Prepared) -> serde_json::Value {
+    let xla = prepared.cost_analysis().ok().and_then(|values| {
+        let number = |name: &str| {
+            values.iter().find(|(key, _)| key == name).and_then(|(_, value)| match value {
+                ttpu_runtime::NamedValue::Float(value) => Some(f64::from(*value)),
+                ttpu_runtime::NamedValue::Int64(value) => Some(*value as f64),
+                _ => None,
+            })
+        };
+        Some(serde_json::json!({"source": "xla", "flops": number("flops")?, "bytes_accessed": number("bytes accessed")?}))
+    });
+    xla.unwrap_or_else(|| {
+        let work = ttpu::estimate_work(prepared.program());
+        serde_json::json!({
+            "source": "ttpu (the plugin has no cost analysis): each op counted alone, before XLA's fusion",
+            "flops": work.flops,
+            "bytes_accessed": work.bytes_accessed,
+        })
+    })
 }
 
 /// One run with resident weights: seconds spent uploading inputs, executing, and reading outputs.
@@ -775,6 +949,7 @@ impl BenchResults {
             "weights_in_ms": ms(self.weights_in_s),
             "weight_bytes": self.weight_bytes,
             "first_run_ms": ms(self.first_run_s),
+            "cost": self.cost,
             "warm_ms": stats(&self.warm),
             "transfer_in_ms": ms(quantile(&self.transfer_in, 0.5)),
             "execute_ms": ms(quantile(&self.execute, 0.5)),
@@ -846,7 +1021,15 @@ fn train(args: &TrainArgs) -> Result<(), Report> {
         inputs: args.data.clone(),
         plugin: args.plugin.clone(),
         no_cache: args.no_cache,
-        fuse: FuseArgs { no_fuse: false, fast_math: false, seed: 0, no_weight_prep: false, xla_options: Vec::new() },
+        trace: None,
+        fuse: FuseArgs {
+            no_fuse: false,
+            fast_math: false,
+            seed: 0,
+            no_weight_prep: false,
+            xla_options: Vec::new(),
+            kernels: None,
+        },
         parallel: ParallelArgs { devices: None, mesh: None, parallel: None, plan: None },
     };
     let session = session(&data_args, args.parallel.device_count(parallelism.as_ref()), &source)?;

@@ -69,6 +69,13 @@ fn compare_tensor(key: &str, got: &HostTensor, want: &HostTensor, rtol: f64, ato
         DType::F64 => (rtol.min(F64_RTOL), atol.min(F64_ATOL)),
         _ => (rtol, atol),
     };
+    compare_within(key, got, want, rtol, atol)
+}
+
+/// Compares `got` with `want` element by element within `rtol` and `atol` as given (the
+/// tolerances are the caller's choice; `want` may have another dtype than `got`, such as an
+/// `f64` reference of an `f32` value).
+pub(crate) fn compare_within(key: &str, got: &HostTensor, want: &HostTensor, rtol: f64, atol: f64) -> OutputParity {
     let mut report = OutputParity {
         key: key.to_owned(),
         max_abs: 0.0,

@@ -255,6 +255,17 @@ impl Session {
         Ok(Session::with_runtime(Runtime::from_plugin_or_default(plugin_path, &RuntimeOptions::default())?))
     }
 
+    /// The compiler of models loaded from now on.
+    pub fn compiler(&self) -> &Compiler {
+        &self.compiler
+    }
+
+    /// The compiler of models loaded from now on, to register user kernels with
+    /// ([`Compiler::register_kernel`]).
+    pub fn compiler_mut(&mut self) -> &mut Compiler {
+        &mut self.compiler
+    }
+
     /// Sets how symbolic sizes are bucketed for models run from now on.
     pub fn set_bucketing(&mut self, bucketing: Bucketing) {
         self.bucketing = bucketing;
@@ -268,7 +279,9 @@ impl Session {
 
     /// Parses and imports a model; nothing is compiled until it runs.
     pub fn load_model(&self, source: &str, path: &str) -> Result<Model> {
+        let parse_span = tracing::debug_span!("parse", path).entered();
         let program = ttpu_fx::parse(source, path)?;
+        drop(parse_span);
         let (module, padding) = self.compiler.import_dynamic(&program, &self.options)?;
         Ok(Model {
             inner: Arc::new(ModelInner {

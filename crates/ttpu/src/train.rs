@@ -234,6 +234,7 @@ impl Trainer {
     /// forward, backward and the optimizer update, in place on the devices. Returns the loss
     /// computed before the update, as PyTorch's `loss.item()` would.
     pub fn step(&self, batch: &TensorMap) -> Result<f64> {
+        let _span = tracing::info_span!("train_step").entered();
         let prepared = self.loaded.prepare(&[batch])?;
         let outputs = self.loaded.execute(prepared)?;
         Ok(outputs.get("loss", 0)?.get_f64(0))

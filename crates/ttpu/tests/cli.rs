@@ -48,6 +48,14 @@ fn bench_json_has_the_stable_keys_and_the_second_process_hits_the_disk_cache() {
     let (p10, median, p90) = (warm["p10"].as_f64(), warm["median"].as_f64(), warm["p90"].as_f64());
     assert!(p10 <= median && median <= p90 && p10.is_some_and(|p10| p10 > 0.0), "{warm}");
     assert_eq!(first["devices"], 1);
+    // The CPU plugin has no cost analysis: ttpu's estimate, saying so. The MLP's three matrix
+    // products (4x16 by 16x32, 4x32 by 32x32, 4x32 by 32x8) are most of its flops; the erf GELU
+    // and the bias adds are the rest.
+    assert!(first["cost"]["source"].as_str().is_some_and(|source| source.starts_with("ttpu")), "{first}");
+    let matmuls = 2 * 4 * (16 * 32 + 32 * 32 + 32 * 8);
+    let flops = first["cost"]["flops"].as_u64().unwrap_or(0);
+    assert!((matmuls..matmuls * 3 / 2).contains(&flops), "{first}");
+    assert!(first["cost"]["bytes_accessed"].as_u64().is_some_and(|bytes| bytes > 7456), "{first}");
     let second = bench(&["--one-shot"]);
     assert_eq!((second["cache_hit"].as_bool(), second["cache"].as_str()), (Some(true), Some("disk")), "{second}");
     assert_eq!(second["one_shot_ms"]["runs"], 4);
@@ -55,6 +63,52 @@ fn bench_json_has_the_stable_keys_and_the_second_process_hits_the_disk_cache() {
     let third = bench(&["--no-cache"]);
     assert_eq!(third["cache_hit"], serde_json::Value::Bool(false), "{third}");
     let _ = std::fs::remove_dir_all(&cache);
+}
+
+#[test]
+fn run_and_bench_write_a_chrome_trace_of_every_stage() {
+    let trace = std::env::temp_dir().join(format!("ttpu-cli-trace-{}.json", std::process::id()));
+    let output = std::env::temp_dir().join(format!("ttpu-cli-trace-out-{}.safetensors", std::process::id()));
+    let mut args = vec!["run", "fixtures/mlp/model.fx", "--no-cache", "-o", output.to_str().unwrap()];
+    args.extend(MLP_DATA);
+    args.extend(["--trace", trace.to_str().unwrap()]);
+    let out = ttpu(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = std::fs::read_to_string(&trace).expect("the trace is written");
+    let trace_json: serde_json::Value = serde_json::from_str(&text).expect("the trace is JSON");
+    let events = trace_json["traceEvents"].as_array().expect("traceEvents");
+    let names: Vec<&str> =
+        events.iter().filter(|event| event["ph"] == "X").filter_map(|event| event["name"].as_str()).collect();
+    for stage in [
+        "parse",
+        "import",
+        "fuse",
+        "weights_in",
+        "run",
+        "prepare",
+        "compile",
+        "lower",
+        "transfer_in",
+        "execute",
+        "to_host",
+        "transfer_out",
+    ] {
+        assert!(names.contains(&stage), "no `{stage}` span in {names:?}");
+    }
+    for event in events.iter().filter(|event| event["ph"] == "X") {
+        assert!(event["ts"].as_f64().is_some() && event["dur"].as_f64().is_some_and(|dur| dur >= 0.0), "{event}");
+    }
+    let compile = events.iter().find(|event| event["name"] == "compile").expect("a compile span");
+    assert_eq!(compile["args"]["source"], "compiled", "{compile}");
+    assert!(
+        trace_json["metadata"]["device_events"]
+            .as_str()
+            .is_some_and(|note| note.starts_with("none: the plugin exports no PJRT profiler extension")),
+        "{}",
+        trace_json["metadata"]
+    );
+    let _ = std::fs::remove_file(&trace);
+    let _ = std::fs::remove_file(&output);
 }
 
 #[test]

@@ -27,6 +27,9 @@ pub struct ImportOptions {
     /// graph runs ThreeFry with the `k`-th output of SplitMix64 seeded with this as its key, so
     /// the same seed gives the same numbers on every run, and another seed gives other numbers.
     pub seed: u64,
+    /// User kernels: a call of `mylib.foo.default`, an op outside the ATen table, runs the kernel
+    /// `mylib::foo` when this holds one (see [`ttpu_aten::kernels`]).
+    pub kernels: ttpu_aten::Kernels,
 }
 
 /// What a graph input is, from the graph signature.

@@ -47,6 +47,7 @@ pub(crate) fn import(program: &Program, options: &ImportOptions) -> Result<Modul
         element_types: element_types(&program.nodes),
         layouts: HashMap::new(),
         scope: &program.submodules,
+        kernels: &options.kernels,
     };
     walk.symbols()?;
     let input_types = walk.placeholders()?;
@@ -141,6 +142,8 @@ struct Walk<'a> {
     layouts: HashMap<String, Layout>,
     /// The submodules the graph being imported can read (`self.NAME`).
     scope: &'a [Submodule],
+    /// User kernels, for calls of ops outside the table.
+    kernels: &'a ttpu_aten::Kernels,
 }
 
 impl<'a> Walk<'a> {
@@ -514,6 +517,9 @@ impl<'a> Walk<'a> {
                 .ok_or_else(|| Error::UndefinedName { at: self.location(*base_span), name: base.clone() })?;
             return element(&self.cx.site, base, tuple, *index);
         }
+        if let Some(kernel) = self.kernels.for_overload(target) {
+            return self.kernel_call(kernel, target, args, kwargs);
+        }
         // Nothing else is in the table (the caller runs table entries): a refusal.
         if let Some(ops::notes::Note::Unsupported(reason)) = ops::notes::note(target) {
             return Err(Error::OpNotSupported {
@@ -524,6 +530,35 @@ impl<'a> Walk<'a> {
             });
         }
         Err(Error::UnsupportedOp { at: self.location(span), op: target.to_string(), node: self.cx.site.node.clone() })
+    }
+
+    /// A call of a user kernel: every argument a tensor node, passed positionally.
+    fn kernel_call(
+        &mut self,
+        kernel: &std::sync::Arc<ttpu_ir::Kernel>,
+        target: &str,
+        args: &[Arg],
+        kwargs: &[(String, Arg)],
+    ) -> Result<Imported> {
+        if let Some((name, _)) = kwargs.first() {
+            return Err(self.cx.bad(format!("kernel `{}` takes tensors positionally, not `{name}=`", kernel.name)));
+        }
+        let mut operands = Vec::with_capacity(args.len());
+        for (index, arg) in args.iter().enumerate() {
+            let Arg::Name(name, span) = arg else {
+                return Err(self.cx.bad(format!("argument {index} of kernel `{}` is not a tensor", kernel.name)));
+            };
+            match self.env.get(name) {
+                Some(Imported::Tensor(value)) => operands.push(*value),
+                Some(_) => {
+                    return Err(self
+                        .cx
+                        .bad(format!("argument {index} of kernel `{}` (`{name}`) is not a tensor", kernel.name)));
+                }
+                None => return Err(Error::UndefinedName { at: self.location(*span), name: name.clone() }),
+            }
+        }
+        ttpu_aten::kernels::call(&mut self.cx, kernel, target, &operands)
     }
 
     /// Binds a call's arguments to the parameters of `def`.

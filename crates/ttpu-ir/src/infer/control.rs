@@ -1,4 +1,4 @@
-//! Control flow: `while`.
+//! Control flow (`while`) and user kernels: the ops of several results.
 
 use smallvec::SmallVec;
 
@@ -55,4 +55,31 @@ pub(super) fn while_loop(
         return fail(op, format!("`cond` must return one bool[], found ({})", show(&predicate)));
     }
     Ok(state)
+}
+
+/// `kernel`: the operands must have the kernel's input types, one for one, and the results are
+/// its result types. Every type is static: a kernel's module is compiled as written.
+pub(super) fn kernel(
+    op: &Op,
+    kernel: &crate::Kernel,
+    operand_types: &[&TensorType],
+) -> Result<SmallVec<[TensorType; 1]>, InferError> {
+    if kernel.results.is_empty() {
+        return fail(op, format!("`{}` has no results", kernel.name));
+    }
+    if operand_types.len() != kernel.inputs.len() {
+        return fail(
+            op,
+            format!("`{}` takes {} operands, found {}", kernel.name, kernel.inputs.len(), operand_types.len()),
+        );
+    }
+    for (index, (&found, expected)) in operand_types.iter().zip(&kernel.inputs).enumerate() {
+        if found != expected {
+            return fail(op, format!("`{}` operand {index} is {found}, the kernel takes {expected}", kernel.name));
+        }
+    }
+    if let Some(ty) = kernel.inputs.iter().chain(&kernel.results).find(|ty| !ty.shape.is_static()) {
+        return fail(op, format!("`{}` has the symbolic type {ty}; kernel types are static", kernel.name));
+    }
+    Ok(kernel.results.iter().cloned().collect())
 }

@@ -50,7 +50,7 @@ pub fn infer(op: &Op, operand_types: &[&TensorType]) -> Result<SmallVec<[TensorT
         Op::Real | Op::Imag | Op::Fft { .. } => Some(1),
         Op::Complex => Some(2),
         Op::Select | Op::Clamp | Op::Scatter(_) => Some(3),
-        Op::Concatenate(_) | Op::While(_) => None,
+        Op::Concatenate(_) | Op::While(_) | Op::Kernel(_) => None,
     };
     if let Some(arity) = expected_arity
         && operand_types.len() != arity
@@ -59,6 +59,7 @@ pub fn infer(op: &Op, operand_types: &[&TensorType]) -> Result<SmallVec<[TensorT
     }
     let ty = match op {
         Op::While(while_loop) => return control::while_loop(op, while_loop, operand_types),
+        Op::Kernel(kernel) => return control::kernel(op, kernel, operand_types),
         Op::Constant(literal) => literal.ty(),
         Op::Iota { dtype, .. } if dtype.is_bool() || dtype.is_complex() => {
             return fail(op, format!("not defined for {dtype}"));

@@ -21,6 +21,8 @@ pub(crate) enum Attr {
     Dim(Dim),
     /// A graph of the text, by name (`@while0_body`).
     Graph(String),
+    /// A quoted string, escaped as Rust escapes it (a kernel's name and module).
+    Str(String),
 }
 
 impl fmt::Display for Attr {
@@ -31,6 +33,7 @@ impl fmt::Display for Attr {
             Attr::Ident(name) => f.write_str(name),
             Attr::Dim(dim) => write!(f, "{dim}"),
             Attr::Graph(name) => write!(f, "@{name}"),
+            Attr::Str(text) => write!(f, "{text:?}"),
             Attr::List(items) => {
                 f.write_str("[")?;
                 for (index, item) in items.iter().enumerate() {
@@ -170,6 +173,14 @@ pub(crate) fn op_attrs(op: &Op) -> Vec<(&'static str, Attr)> {
         }
         // The printer names the loop's graphs.
         Op::While(_) => vec![],
+        Op::Kernel(kernel) => {
+            let mut attrs =
+                vec![("name", Attr::Str(kernel.name.to_string())), ("kind", Attr::Ident(kernel.kind().into()))];
+            if let crate::KernelBody::StableHlo(module) = &kernel.body {
+                attrs.push(("module", Attr::Str(module.to_string())));
+            }
+            attrs
+        }
         Op::Collective(collective) => {
             let groups = |groups: &[Vec<i64>]| Attr::List(groups.iter().map(|group| ints(group)).collect());
             let kind = |kind: &ReduceKind| Attr::Ident(kind.mnemonic().into());
@@ -228,6 +239,13 @@ impl AttrReader {
         match self.take(name)? {
             Attr::Ident(value) => Ok(value),
             other => Err(format!("attribute `{name}` must be a name, found `{other}`")),
+        }
+    }
+
+    fn string(&mut self, name: &str) -> Result<String, String> {
+        match self.take(name)? {
+            Attr::Str(value) => Ok(value),
+            other => Err(format!("attribute `{name}` must be a quoted string, found `{other}`")),
         }
     }
 
@@ -319,6 +337,23 @@ fn reduce_kind(name: &str) -> Result<ReduceKind, String> {
 
 /// The largest constant the parser builds, so that a typo in a type cannot exhaust memory.
 const MAX_CONSTANT_BYTES: i64 = 1 << 32;
+
+/// Rebuilds a `kernel` from its attributes and the types of its operands and results (which are
+/// the kernel's types).
+pub(crate) fn kernel_from_attrs(
+    mut attrs: AttrReader,
+    inputs: Vec<TensorType>,
+    results: Vec<TensorType>,
+) -> Result<Op, String> {
+    let name = attrs.string("name")?;
+    let body = match attrs.ident("kind")?.as_str() {
+        "stablehlo" => crate::KernelBody::StableHlo(attrs.string("module")?.into()),
+        "host" => crate::KernelBody::Host,
+        other => return Err(format!("unknown kernel kind `{other}` (expected `stablehlo` or `host`)")),
+    };
+    attrs.finish()?;
+    Ok(Op::Kernel(std::sync::Arc::new(crate::Kernel { name: name.into(), inputs, results, body })))
+}
 
 /// Rebuilds an op from its mnemonic, attributes and result type.
 pub(crate) fn op_from_attrs(mnemonic: &str, mut attrs: AttrReader, result: &TensorType) -> Result<Op, String> {

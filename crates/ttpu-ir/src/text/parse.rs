@@ -27,7 +27,7 @@
 
 use std::collections::HashMap;
 
-use super::attrs::{Attr, AttrReader, op_from_attrs};
+use super::attrs::{Attr, AttrReader, kernel_from_attrs, op_from_attrs};
 use crate::{
     DType, Dim, DimExpr, Graph, GraphBuilder, Literal, Loc, Op, Scalar, Shape, SymbolRange, TensorType, ValueId,
 };
@@ -794,6 +794,20 @@ impl Parser {
         let named: Vec<String> = attrs.iter().map(|(_, value)| format!("`{value}`")).collect();
         let op = if mnemonic == "while" {
             self.while_op(attrs, &keys, &mnemonic_token)?
+        } else if mnemonic == "kernel" {
+            // A kernel's types are its operands' and results': the text states them once.
+            let inputs = operands
+                .iter()
+                .map(|&operand: &ValueId| {
+                    if operand.index_usize() < self.builder.graph().value_count() {
+                        Ok(self.builder.ty(operand).clone())
+                    } else {
+                        Err(mnemonic_token.error(format!("operand {operand} is not in this graph")))
+                    }
+                })
+                .collect::<Parsed<Vec<_>>>()?;
+            let results = results.iter().map(|result| result.ty.clone()).collect();
+            kernel_from_attrs(AttrReader::new(attrs), inputs, results)
         } else {
             op_from_attrs(mnemonic, AttrReader::new(attrs), result_type)
         };
@@ -884,6 +898,7 @@ impl Parser {
             }
             Tok::Ident(word) => Attr::Ident(word.clone()),
             Tok::Global(name) => Attr::Graph(name.clone()),
+            Tok::Str(text) => Attr::Str(text.clone()),
             Tok::Punct('[') => {
                 if depth >= MAX_NESTING {
                     return Err(token.error("attribute lists nest too deeply"));

@@ -28,19 +28,27 @@ import os
 from typing import Any
 
 from . import _ttpu
+from ._accuracy import capture_intermediates, debug_accuracy
 from ._convert import is_numpy_array, is_torch_tensor, to_numpy, to_torch, to_wire
+from ._kernels import register_kernel, registered_kernels
+from ._profile import profile, record
 from ._ttpu import TtpuError
 
 __all__ = [
     "Compiled",
     "TtpuError",
     "allow_cpu_fallback",
+    "capture_intermediates",
+    "debug_accuracy",
     "default_plugin",
     "execution_mode",
     "export",
     "export_llm",
     "load",
     "lower",
+    "profile",
+    "register_kernel",
+    "registered_kernels",
 ]
 
 try:
@@ -176,7 +184,8 @@ class Compiled:
             names = ", ".join(self._input_names)
             raise TtpuError(f"the model takes {len(self._input_names)} tensor inputs ({names}), got {len(tensors)}")
         by_name = dict(zip(self._input_names, tensors))
-        results = self._native.run({name: to_wire(name, value) for name, value in by_name.items()})
+        with record("ttpu.run"):
+            results = self._native.run({name: to_wire(name, value) for name, value in by_name.items()})
         as_numpy = bool(tensors) and all(is_numpy_array(t) for t in tensors)
         device = next((t.device for t in tensors if is_torch_tensor(t)), None)
 
@@ -227,10 +236,12 @@ def load(
         from ._export import weights_of
 
         weights = {key: to_wire(key, value) for key, value in weights_of(ep).items()}
-        native = _ttpu.load(source, path, weights=weights, **options)
+        with record("ttpu.load"):
+            native = _ttpu.load(source, path, weights=weights, **options)
         return Compiled(native, ep.call_spec.out_spec, _output_kinds(ep))
     weights_file = os.path.join(os.path.dirname(path), "weights.safetensors")
-    native = _ttpu.load(source, path, weights_file=weights_file if os.path.exists(weights_file) else None, **options)
+    with record("ttpu.load"):
+        native = _ttpu.load(source, path, weights_file=weights_file if os.path.exists(weights_file) else None, **options)
     return Compiled(native)
 
 
