@@ -56,3 +56,38 @@ def test_the_fallback_counter_catches_a_graph_that_fell_back():
     with pytest.warns(_dynamo.TtpuFallbackWarning, match="eigh"):
         compiled(x).backward()
     assert _dynamo.calls["eager"] > before
+
+
+def to(value, device):
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, dict):
+        return {key: to(item, device) for key, item in value.items()}
+    if isinstance(value, (tuple, list)):
+        return type(value)(to(item, device) for item in value)
+    return value
+
+
+@pytest.mark.parametrize("name", ["mlp", "cnn", "gpt2", "llama"])
+def test_compiled_training_on_the_device_keeps_everything_there(name, no_fallback):
+    model, batch, loss_fn = models.build(name)
+    want_losses, want = train(model, batch, loss_fn, 3, compiled=False)
+    on_device = copy.deepcopy(model).to("ttpu").train()
+    compiled = torch.compile(on_device, backend="ttpu")
+    opt = torch.optim.AdamW(on_device.parameters(), lr=1e-3, weight_decay=0.01)
+    losses = []
+    for step in range(3):
+        args, target = batch(step)
+        kwargs = target if isinstance(target, dict) else {}
+        before = torch.ttpu.stats()
+        loss = loss_fn(compiled(*to(args, "ttpu"), **to(kwargs, "ttpu")), to(None if kwargs else target, "ttpu"))
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        after = torch.ttpu.stats()
+        assert after["to_host"] == before["to_host"], "nothing crosses to the host inside a step"
+        assert sum(after["flushes"].values()) - sum(before["flushes"].values()) == 1, "one program per step"
+        losses.append(loss.item())
+    torch.testing.assert_close(torch.tensor(losses), torch.tensor(want_losses), rtol=1e-4, atol=1e-5)
+    for (param, a), b in zip(want.named_parameters(), on_device.parameters()):
+        torch.testing.assert_close(b.cpu(), a, rtol=0, atol=2 * 1e-3 * 3, msg=lambda m: f"{param}: {m}")

@@ -82,6 +82,12 @@ class TtpuTensor(torch.Tensor):
         handle = getattr(raw, "_h", None)
         tensor = TtpuTensor(handle, outer_size, outer_stride, offset, raw.dtype, device)
         if handle is None:
+            # A fake inner tensor of the inner one's meta device is made a fake of this device, so
+            # it meets the fakes of tensors made on the device while tracing.
+            from torch._subclasses.fake_tensor import FakeTensor
+
+            if isinstance(raw, FakeTensor) and raw.device != device:
+                raw = FakeTensor(raw.fake_mode, raw, device)
             tensor._fake = raw
         return tensor
 
@@ -96,8 +102,13 @@ class TtpuTensor(torch.Tensor):
     def _raw(self):
         if self._h is None:
             return self._fake
-        inner = torch.empty_strided(self.shape, self.stride(), dtype=self.dtype, device="meta")
-        inner._h = self._h
+        # One inner tensor per handle: Dynamo's guards compare inner tensors by identity.
+        inner = self.__dict__.get("_inner")
+        if inner is None or inner._h is not self._h:
+            with no_dispatch():
+                inner = torch.empty_strided(self.shape, self.stride(), dtype=self.dtype, device="meta")
+            inner._h = self._h
+            self.__dict__["_inner"] = inner
         return inner
 
     @classmethod
@@ -166,22 +177,35 @@ class TtpuTensor(torch.Tensor):
 
 
 def _traced_call(args, kwargs) -> bool:
-    """Whether the call's ttpu tensors wrap fake tensors (`torch.compile` is tracing)."""
+    """Whether any of the call's ttpu tensors wraps a fake tensor (`torch.compile` is tracing)."""
     for value in torch.utils._pytree.tree_leaves((args, kwargs)):
-        if isinstance(value, TtpuTensor):
-            return value._h is None
+        if isinstance(value, TtpuTensor) and value._h is None:
+            return True
     return False
 
 
 def _traced(func, args, kwargs):
-    """A call on ttpu tensors that wrap fake tensors, while AOTAutograd traces: the call on the
-    fakes, its results wrapped again."""
-    from torch.utils._pytree import tree_map
+    """A call on ttpu tensors that wrap fake tensors, while `torch.compile` traces: the call on
+    the fakes, its results wrapped again. A real ttpu tensor among them (a constant the traced
+    code made) takes part as a fake of its metadata."""
+    from torch.utils._pytree import tree_leaves, tree_map
 
-    device = next(
-        value.device for value in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(value, TtpuTensor)
-    )
-    unwrapped = tree_map(lambda value: value._fake if isinstance(value, TtpuTensor) else value, (args, kwargs))
+    leaves = [value for value in tree_leaves((args, kwargs)) if isinstance(value, TtpuTensor)]
+    device = leaves[0].device
+    mode = next(value._fake.fake_mode for value in leaves if value._h is None)
+
+    def unwrap(value):
+        if not isinstance(value, TtpuTensor):
+            return value
+        if value._h is None:
+            return value._fake
+        from torch._subclasses.fake_tensor import FakeTensor
+
+        with no_dispatch():
+            meta = torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="meta")
+        return FakeTensor(mode, meta, value.device)
+
+    unwrapped = tree_map(unwrap, (args, kwargs))
     out = func(*unwrapped[0], **unwrapped[1])
 
     def wrap(value):
@@ -959,6 +983,9 @@ def _init() -> None:
     module = _DeviceModule()
     module._count = count
     _setup_privateuseone_for_python_backend(NAME, backend_module=module)
+    from ._dynamo import _parameters_are_parameters_to_guards
+
+    _parameters_are_parameters_to_guards()
     _DEVICES.extend(torch.device(NAME, index) for index in range(count))
     # `Module.to` swaps tensors rather than making new Parameters, so parameter objects (and
     # the ties between them, as GPT-2's embeddings) survive the move to the device.

@@ -79,6 +79,7 @@ def ttpu_backend(gm, example_inputs, **kwargs):
 
     from . import _device  # noqa: F401  (the device must be registered)
 
+    _parameters_are_parameters_to_guards()
     name = _graph_name(gm)
     compiler = _Compiler(name)
     backend = aot_autograd(
@@ -109,6 +110,32 @@ def ttpu_backend(gm, example_inputs, **kwargs):
     return compiled
 
 
+_GUARDS_PATCHED = [False]
+
+
+def _parameters_are_parameters_to_guards() -> None:
+    """Dynamo leaves parameters out of its no-aliasing guard (tied weights are one tensor under
+    two names), testing ``type(value) is torch.nn.Parameter``; a parameter on the ttpu device is a
+    ttpu tensor marked ``_is_param`` (as ``nn.Parameter`` marks subclasses), which that exact-type
+    test misses, so the guard would refuse a model with tied weights on the frame it was made
+    for. The guard builder's ``istype`` answers as it would for a plain parameter."""
+    if _GUARDS_PATCHED[0]:
+        return
+    from torch._dynamo import guards
+
+    from ._device import TtpuTensor
+
+    original = guards.istype
+
+    def istype(obj, allowed):
+        if allowed is torch.nn.Parameter and type(obj) is TtpuTensor and getattr(obj, "_is_param", False):
+            return True
+        return original(obj, allowed)
+
+    guards.istype = istype
+    _GUARDS_PATCHED[0] = True
+
+
 def _plain_fake(value):
     from ._device import TtpuTensor
 
@@ -118,7 +145,7 @@ def _plain_fake(value):
 
     if value._h is None:
         fake = value._fake
-        plain = FakeTensor(fake.fake_mode, fake, value.device)
+        plain = fake if fake.device == value.device else FakeTensor(fake.fake_mode, fake, value.device)
     else:
         # A real tensor (Dynamo passed the call's own): a fake of its metadata in the trace's mode.
         mode = torch._guards.detect_fake_mode()
