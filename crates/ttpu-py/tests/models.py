@@ -46,8 +46,6 @@ def _classification(model, shape, classes, *, fixed=False):
 
 
 def _language(model, vocab, length=8, batch=2, *, encoder_decoder=False):
-    # Training keeps no key-value cache.
-    model.config.use_cache = False
     def make(step: int):
         generator = torch.Generator().manual_seed(step)
         ids = torch.randint(0, vocab, (batch, length), generator=generator)

@@ -177,36 +177,46 @@ class TtpuTensor(torch.Tensor):
 
 
 def _traced_call(args, kwargs) -> bool:
-    """Whether any of the call's ttpu tensors wraps a fake tensor (`torch.compile` is tracing)."""
+    """Whether the call is traced by `torch.compile`: one of its ttpu tensors wraps a fake tensor
+    (Dynamo traces), or a fake tensor of the device meets a real ttpu tensor made while tracing
+    (AOTAutograd traces plain fakes)."""
+    from torch._subclasses.fake_tensor import FakeTensor
+    from torch._subclasses.functional_tensor import FunctionalTensor
+
     for value in torch.utils._pytree.tree_leaves((args, kwargs)):
-        if isinstance(value, TtpuTensor) and value._h is None:
+        if isinstance(value, TtpuTensor):
+            if value._h is None:
+                return True
+        elif isinstance(value, (FakeTensor, FunctionalTensor)):
             return True
     return False
 
 
 def _traced(func, args, kwargs):
-    """A call on ttpu tensors that wrap fake tensors, while `torch.compile` traces: the call on
-    the fakes, its results wrapped again. A real ttpu tensor among them (a constant the traced
-    code made) takes part as a fake of its metadata."""
+    """A call while `torch.compile` traces: the call on fake tensors. A ttpu tensor that wraps a
+    fake stands for it, and the results are wrapped again (Dynamo's trace of ttpu tensors); a real
+    ttpu tensor (a constant the traced code made) takes part as a fake of its metadata."""
+    from torch._subclasses.fake_tensor import FakeTensor
     from torch.utils._pytree import tree_leaves, tree_map
 
-    leaves = [value for value in tree_leaves((args, kwargs)) if isinstance(value, TtpuTensor)]
-    device = leaves[0].device
-    mode = next(value._fake.fake_mode for value in leaves if value._h is None)
+    leaves = tree_leaves((args, kwargs))
+    wrapped = [value for value in leaves if isinstance(value, TtpuTensor) and value._h is None]
+    device = next(value.device for value in leaves if isinstance(value, torch.Tensor) and value.device.type == NAME)
+    mode = wrapped[0]._fake.fake_mode if wrapped else torch._guards.detect_fake_mode()
 
     def unwrap(value):
         if not isinstance(value, TtpuTensor):
             return value
         if value._h is None:
             return value._fake
-        from torch._subclasses.fake_tensor import FakeTensor
-
         with no_dispatch():
             meta = torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="meta")
         return FakeTensor(mode, meta, value.device)
 
     unwrapped = tree_map(unwrap, (args, kwargs))
     out = func(*unwrapped[0], **unwrapped[1])
+    if not wrapped:
+        return out
 
     def wrap(value):
         if isinstance(value, torch.Tensor) and not isinstance(value, TtpuTensor):
@@ -694,6 +704,11 @@ def _factory(func):
 def _copy_from(src, dst, non_blocking=False):
     """A copy between the CPU and the device that PyTorch makes with Python dispatch off
     (``torch.tensor(data, device="ttpu")``)."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    if isinstance(dst, FakeTensor) or (isinstance(dst, TtpuTensor) and dst._h is None):
+        # While `torch.compile` traces: the copy is part of the graph, its result only metadata.
+        return dst
     if isinstance(dst, TtpuTensor):
         return _copy_((dst, src), {})
     host = _read(src, "copy to cpu")

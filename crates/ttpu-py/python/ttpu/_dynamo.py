@@ -239,8 +239,16 @@ class _AtenGraph:
         self.gm = gm
         self.name = name
         self.placeholders = [node for node in gm.graph.nodes if node.op == "placeholder"]
-        # Tensors the graph holds itself (lifted constants) are inputs of its programs too.
+        # Tensors the graph holds itself (lifted constants) are inputs of its programs too. A
+        # constant made on the ttpu device while tracing is a fake with no data: empty ones (a
+        # key-value cache's first state) are made again; others cannot be.
         self.constants = [node for node in gm.graph.nodes if node.op == "get_attr"]
+        from torch._subclasses.fake_tensor import FakeTensor
+
+        for node in self.constants:
+            value = _attribute(gm, node.target)
+            if isinstance(value, FakeTensor) and value.numel() > 0:
+                raise _Unsupported(f"the graph holds `{node.target}`, a tensor made on the device while tracing")
         self.programs: dict = {}
         self.uploads: dict = {}
         size_functions = _size_functions()
@@ -264,7 +272,7 @@ class _AtenGraph:
         # way may unbox them; a graph's own arguments are never lists.
         args = list(args[0]) if len(args) == 1 and isinstance(args[0], list) else list(args)
         on_device = any(isinstance(arg, _device_tensor_class()) or hasattr(arg, "_h") for arg in args)
-        constants = [_attribute(self.gm, node.target) for node in self.constants]
+        constants = [_constant(self.gm, node.target) for node in self.constants]
         tensors = [self._on_device(arg) if isinstance(arg, torch.Tensor) else arg for arg in args + constants]
         key = tuple(
             (arg.dtype, tuple(arg.shape), tuple(arg.stride()), arg.storage_offset())
@@ -400,6 +408,16 @@ def _attribute(gm, target: str):
         value = getattr(value, part)
     if not isinstance(value, torch.Tensor):
         raise _Unsupported(f"graph attribute `{target}` is a {type(value).__name__}, not a tensor")
+    return value
+
+
+def _constant(gm, target: str):
+    """A tensor the graph holds, as its programs read it (an empty fake made again on its device)."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    value = _attribute(gm, target)
+    if isinstance(value, FakeTensor):
+        return torch.empty(value.shape, dtype=value.dtype, device=value.device)
     return value
 
 
