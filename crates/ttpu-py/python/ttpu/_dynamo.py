@@ -23,8 +23,10 @@ graph and the reason, counted in ``calls["eager"]``.
 
 from __future__ import annotations
 
+import logging
 import math
 import operator
+import os
 import warnings
 
 import torch
@@ -42,6 +44,13 @@ class TtpuFallbackWarning(UserWarning):
 calls = {"ttpu": 0, "eager": 0, "graphs": 0, "programs": 0}
 
 _graph_count = 0
+
+# Why a graph recorded another program: `TTPU_LOG=recompiles` (or this logger at INFO) names, for
+# each new program, what differs from the closest recorded one.
+_RECOMPILES = logging.getLogger("ttpu.recompiles")
+if "recompiles" in os.environ.get("TTPU_LOG", "").split(","):
+    _RECOMPILES.setLevel(logging.INFO)
+    _RECOMPILES.addHandler(logging.StreamHandler())
 
 
 def _graph_name(gm) -> str:
@@ -282,6 +291,8 @@ class _AtenGraph:
         )
         entry = self.programs.get(key)
         if entry is None:
+            if self.programs and _RECOMPILES.isEnabledFor(logging.INFO):
+                _RECOMPILES.info("%s", self._why(key))
             entry = self.programs[key] = self._record(tensors)
             calls["programs"] += 1
         program, plan = entry
@@ -301,6 +312,30 @@ class _AtenGraph:
             else:
                 outputs.append(value)
         return outputs
+
+    def _why(self, key) -> str:
+        """What makes the signature `key` new: its differences from the closest recorded one."""
+        names = [node.name for node in self.placeholders + self.constants]
+
+        def differences(other):
+            found = []
+            for name, new, old in zip(names, key, other):
+                if new == old:
+                    continue
+                if len(new) == 4 and len(old) == 4:
+                    what = ("dtype", "shape", "strides", "storage offset")
+                    for label, a, b in zip(what, new, old):
+                        if a != b:
+                            found.append(f"input `{name}` {label} {list(a) if isinstance(a, tuple) else a} (was {list(b) if isinstance(b, tuple) else b})")
+                else:
+                    found.append(f"argument `{name}` = {new[1]!r} (was {old[1]!r}, a number the program holds)")
+            return found
+
+        closest = min((differences(other) for other in self.programs), key=len)
+        return (
+            f"ttpu: graph {self.name} records program {len(self.programs) + 1} (one per input signature): "
+            + "; ".join(closest)
+        )
 
     def _on_device(self, tensor):
         """``tensor`` on the ttpu device: itself (a ttpu tensor, or the inner tensor of one that
