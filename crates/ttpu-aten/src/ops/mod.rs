@@ -748,6 +748,15 @@ pub static TABLE: &[OpDef] = &[
     def("aten._foreach_pow.ScalarList", "self, exponent", |cx, a| {
         optim::foreach(cx, a, "aten.pow.Tensor_Scalar", &[("self", Each("self")), ("exponent", Each("exponent"))])
     }),
+    def("aten._foreach_pow.ScalarAndTensor", "self, exponent", |cx, a| {
+        optim::foreach(cx, a, "aten.pow.Scalar", &[("self", Whole("self")), ("exponent", Each("exponent"))])
+    }),
+    def("aten._foreach_clone.default", "self, *, memory_format", |cx, a| {
+        optim::foreach(cx, a, "aten.clone.default", &[("self", Each("self"))])
+    }),
+    def("aten._foreach_mm.default", "self, mat2", |cx, a| {
+        optim::foreach(cx, a, "aten.mm.default", &[("self", Each("self")), ("mat2", Each("mat2"))])
+    }),
     def("aten._foreach_norm.Scalar", "self, ord, dtype", |cx, a| {
         optim::foreach(
             cx,
@@ -860,6 +869,7 @@ pub static TABLE: &[OpDef] = &[
     def("prims.var.default", "inp, dims, correction, *, output_dtype", prims::var),
     def("prims.reshape.default", "a, shape", prims::reshape),
     def("prims.where.default", "pred, a, b", prims::where_),
+    def("prims.fma.default", "a, b, c", prims::fma),
     def("aten.lift_fresh_copy.default", "self", layout::identity),
     def("aten.detach.default", "self", layout::identity),
     def("aten.copy.default", "self, src, non_blocking", layout::copy),

@@ -32,10 +32,17 @@ pub(super) fn foreach(
 ) -> Result<Imported> {
     let def =
         super::lookup(element).ok_or_else(|| cx.bad(format!("its element op `{element}` is not in the table")))?;
-    let Val::List(selves) = args.get("self") else {
-        return Err(cx.bad("argument `self` must be a list of tensors"));
+    // The first list argument sets the count (`self`, or `exponent` where `self` is one scalar).
+    let Some(lead) = map.iter().find_map(|&(_, from)| match from {
+        From::Each(name) => Some(name),
+        From::Whole(_) => None,
+    }) else {
+        return Err(cx.bad("a foreach call needs a list argument"));
     };
-    let count = selves.len();
+    let Val::List(leading) = args.get(lead) else {
+        return Err(cx.bad(format!("argument `{lead}` must be a list of tensors")));
+    };
+    let count = leading.len();
     let mut results = Vec::with_capacity(count);
     for index in 0..count {
         let mut keywords = Vec::with_capacity(map.len());

@@ -119,3 +119,18 @@ pub(super) fn where_(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     }
     tensor(cx.select(pred, a, b)?)
 }
+
+/// `fma(a, b, c)`: `a * b + c` rounded once, as Dynamo writes `addcmul_`, `addcdiv_` and `add_`
+/// with a tensor `alpha`. StableHLO has no fused multiply-add, so floats up to 32 bits compute
+/// in `f64`, where the product of two of them is exact and the sum rounds once before the result
+/// rounds to its type (within an ulp of the fused result, as inductor's). `f64` and complex
+/// operands compute in their own type (two roundings); integers are exact.
+pub(super) fn fma(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let operands = [args.operand("a")?, args.operand("b")?, args.operand("c")?];
+    let dtype = cx.result_type(&operands);
+    let compute = if dtype.is_float() && dtype != DType::F64 { DType::F64 } else { dtype };
+    let [a, b, c] = cx.prepare(operands, compute)?;
+    let product = cx.binary(ttpu_ir::BinaryOp::Multiply, a, b)?;
+    let sum = cx.binary(ttpu_ir::BinaryOp::Add, product, c)?;
+    tensor(cx.convert(sum, dtype)?)
+}

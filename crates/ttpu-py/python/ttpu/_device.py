@@ -108,8 +108,16 @@ class TtpuTensor(torch.Tensor):
             with no_dispatch():
                 inner = torch.empty_strided(self.shape, self.stride(), dtype=self.dtype, device="meta")
             inner._h = self._h
+            # Where the outer tensor lives, for a graph that falls back and runs it eagerly.
+            inner._outer_place = (self.device, self.storage_offset())
             self.__dict__["_inner"] = inner
         return inner
+
+    @staticmethod
+    def _of_inner(inner) -> "TtpuTensor":
+        """The ttpu tensor an inner tensor (`_raw`) stands for."""
+        device, offset = inner._outer_place
+        return TtpuTensor(inner._h, inner.shape, inner.stride(), offset, inner.dtype, device)
 
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
@@ -129,6 +137,9 @@ class TtpuTensor(torch.Tensor):
     def __repr__(self, *, tensor_contents=None):
         # One flush to format the values on the host; PyTorch's own printing of this tensor
         # around them (device, dtype and grad_fn suffixes as for any accelerator).
+        if self._h is None:
+            # A tensor of a trace (debug logs print them): its fake, which has no values.
+            return f"TtpuTensor(fake={self._fake!r}, device='{self.device}')"
         if tensor_contents is None:
             with torch.no_grad():
                 host = _read(self, "print")
@@ -192,6 +203,18 @@ def _traced_call(args, kwargs) -> bool:
     return False
 
 
+def _fake_mode(wrapped):
+    """The fake mode of a trace: that of a traced ttpu tensor's fake (under functionalization, the
+    fake inside its functional tensor), else the one in context."""
+    for value in wrapped:
+        fake = value._fake
+        fake = getattr(fake, "elem", fake)
+        mode = getattr(fake, "fake_mode", None)
+        if mode is not None:
+            return mode
+    return torch._guards.detect_fake_mode()
+
+
 def _traced(func, args, kwargs):
     """A call while `torch.compile` traces: the call on fake tensors. A ttpu tensor that wraps a
     fake stands for it, and the results are wrapped again (Dynamo's trace of ttpu tensors); a real
@@ -202,7 +225,6 @@ def _traced(func, args, kwargs):
     leaves = tree_leaves((args, kwargs))
     wrapped = [value for value in leaves if isinstance(value, TtpuTensor) and value._h is None]
     device = next(value.device for value in leaves if isinstance(value, torch.Tensor) and value.device.type == NAME)
-    mode = wrapped[0]._fake.fake_mode if wrapped else torch._guards.detect_fake_mode()
 
     def unwrap(value):
         if not isinstance(value, TtpuTensor):
@@ -211,7 +233,7 @@ def _traced(func, args, kwargs):
             return value._fake
         with no_dispatch():
             meta = torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="meta")
-        return FakeTensor(mode, meta, value.device)
+        return FakeTensor(_fake_mode(wrapped), meta, value.device)
 
     unwrapped = tree_map(unwrap, (args, kwargs))
     out = func(*unwrapped[0], **unwrapped[1])
@@ -980,7 +1002,10 @@ def execution_mode(mode: str):
 
 
 def _step_hook(optimizer, args, kwargs):
-    # The end of an optimizer step is where a training step ends: run it as one program.
+    # The end of an optimizer step is where a training step ends: run it as one program. A step
+    # compiled by `torch.compile` is one program already, and Dynamo cannot trace the flush.
+    if torch.compiler.is_compiling():
+        return
     _ttpu.device_synchronize("optimizer step")
 
 

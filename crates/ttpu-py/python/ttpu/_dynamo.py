@@ -88,6 +88,14 @@ def ttpu_backend(gm, example_inputs, **kwargs):
 
     from . import _device  # noqa: F401  (the device must be registered)
 
+    options = dict(kwargs.pop("options", None) or {})
+    if options or kwargs:
+        # The graphs run on the ttpu device's plugin (`TTPU_DEVICE_PLUGIN`, else `$TTPU_PJRT_PLUGIN`,
+        # else the CPU plugin), chosen once per process: an option would be ignored, so refuse it.
+        raise _ttpu.TtpuError(
+            f"torch.compile(backend=\"ttpu\") takes no options (got {sorted({**options, **kwargs})}); "
+            "the plugin is the ttpu device's: set TTPU_DEVICE_PLUGIN before importing ttpu"
+        )
     _parameters_are_parameters_to_guards()
     name = _graph_name(gm)
     compiler = _Compiler(name)
@@ -102,7 +110,11 @@ def ttpu_backend(gm, example_inputs, **kwargs):
     # Ttpu tensors reach AOTAutograd as plain fake tensors of the ttpu device (Dynamo traced them
     # through `TtpuTensor.__tensor_flatten__`): AOTAutograd then traces ATen graphs of plain
     # tensors, and at run time the compiled graphs receive the ttpu tensors themselves.
-    example_inputs = [_plain_fake(value) for value in example_inputs]
+    placeholders = list(gm.graph.find_nodes(op="placeholder"))
+    traced = [node.meta.get("example_value") for node in placeholders]
+    if len(traced) != len(example_inputs):
+        traced = [None] * len(example_inputs)
+    example_inputs = [_plain_fake(value, fake) for value, fake in zip(example_inputs, traced)]
     try:
         # Attention traces as its math (matrix products and a softmax), which the op table holds,
         # forward and backward; a fused kernel of one backend (the CPU's flash attention) has a
@@ -143,21 +155,50 @@ def _parameters_are_parameters_to_guards() -> None:
 
     guards.istype = istype
     _GUARDS_PATCHED[0] = True
+    _optimizer_steps_on_the_device()
 
 
-def _plain_fake(value):
+def _optimizer_steps_on_the_device() -> None:
+    """A compiled optimizer step keeps its step counters where its parameters are on CUDA
+    (Dynamo creates the state with ``capturable=True`` for CUDA and XPU parameters only); on CPU
+    they would be inputs the compiled step reads back to the host at its end. Parameters on the
+    ttpu device get the device's counters too, so the step is one program and no host read."""
+    try:
+        from torch._dynamo.variables.optimizer import OptimizerVariable
+    except ImportError:
+        return
+    original = getattr(OptimizerVariable, "_safe_to_set_capturable", None)
+    if original is None or getattr(original, "_ttpu", False):
+        return
+
+    def safe_to_set_capturable(self, group):
+        params = group.get("params", [])
+        if params and "capturable" in group and all(p.device.type == "ttpu" and p not in self.value.state for p in params):
+            return True
+        return original(self, group)
+
+    safe_to_set_capturable._ttpu = True
+    OptimizerVariable._safe_to_set_capturable = safe_to_set_capturable
+
+
+def _plain_fake(value, traced=None):
+    """What AOTAutograd traces for the input `value`: a ttpu tensor becomes a plain fake tensor of
+    the device. `traced` is the graph's example value for it (the fake Dynamo traced the call's
+    real tensor as, whose sizes are symbolic where the graph is dynamic)."""
     from ._device import TtpuTensor
 
     if not isinstance(value, TtpuTensor):
         return value
     from torch._subclasses.fake_tensor import FakeTensor
 
+    if value._h is not None and isinstance(traced, TtpuTensor) and traced._h is None:
+        value = traced
+    mode = torch._guards.detect_fake_mode()
     if value._h is None:
         fake = value._fake
         plain = fake if fake.device == value.device else FakeTensor(fake.fake_mode, fake, value.device)
     else:
-        # A real tensor (Dynamo passed the call's own): a fake of its metadata in the trace's mode.
-        mode = torch._guards.detect_fake_mode()
+        # A real tensor Dynamo did not trace: a fake of its metadata in the trace's mode.
         with torch.utils._mode_utils.no_dispatch():
             meta = torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="meta")
         plain = FakeTensor(mode, meta, value.device)
@@ -167,8 +208,15 @@ def _plain_fake(value):
 
 
 def _eager(gm):
+    """A graph ttpu cannot compile, run by PyTorch op by op: on CPU tensors, or dispatched to the
+    device for ttpu tensors (AOTAutograd passes their inner tensors, which stand for them)."""
+
     def run(*args):
         calls["eager"] += 1
+        if any(hasattr(arg, "_outer_place") for arg in args):
+            from ._device import TtpuTensor
+
+            args = [TtpuTensor._of_inner(arg) if hasattr(arg, "_outer_place") else arg for arg in args]
         return gm(*args)
 
     return run
@@ -181,8 +229,24 @@ def _decompositions() -> dict:
     if not _DECOMPOSITIONS:
         from torch._decomp import core_aten_decompositions
 
-        _DECOMPOSITIONS.update(core_aten_decompositions())
+        # An op of ttpu's table stays whole: the table is the one set of semantics for `.fx`
+        # text, eager dispatch and these graphs, and a decomposition may bring prims it lacks
+        # (`lerp` becomes `prims.fma`).
+        _DECOMPOSITIONS.update(
+            (op, decomposition)
+            for op, decomposition in core_aten_decompositions().items()
+            if not (isinstance(op, torch._ops.OpOverload) and _in_table(str(op)))
+        )
     return _DECOMPOSITIONS
+
+
+def _in_table(overload: str) -> bool:
+    """Whether ttpu's table has `overload`, or, for an in-place one (`lerp_.Scalar`), the
+    functional overload functionalization turns it into."""
+    if _ttpu.table_has(overload):
+        return True
+    packet, _, name = overload.rpartition(".")
+    return packet.endswith("_") and not packet.endswith("__") and _ttpu.table_has(f"{packet[:-1]}.{name}")
 
 
 class _Compiler:
@@ -360,6 +424,16 @@ class _AtenGraph:
         recorder = _ttpu.GraphRecorder()
         env = {}
         for node, value in zip(self.placeholders + self.constants, args):
+            traced = node.meta.get("val")
+            if isinstance(value, torch.Tensor) and isinstance(traced, torch.Tensor):
+                # A size the graph was traced with as a number is a number its ops hold: other
+                # sizes would run ops made for that one.
+                for dim, (want, got) in enumerate(zip(traced.shape, value.shape)):
+                    if isinstance(want, int) and want != got:
+                        raise _ttpu.TtpuError(
+                            f"ttpu: graph {self.name} was traced with size {want} at dim {dim} of input "
+                            f"`{node.name}` and received {got}"
+                        )
             if isinstance(value, torch.Tensor):
                 ref = recorder.input(to_ir[value.dtype], list(value.shape), list(value.stride()), value.storage_offset())
                 env[node] = _Value(ref, value.dtype, tuple(value.shape), tuple(value.stride()), value.storage_offset())
