@@ -81,3 +81,18 @@ def test_a_new_program_says_why(caplog):
     messages = [record.getMessage() for record in caplog.records if record.name == "ttpu.recompiles"]
     assert len(messages) == 1, messages
     assert "records program 2" in messages[0] and "shape [5] (was [3])" in messages[0], messages
+
+
+def test_a_graph_that_keeps_recording_warns_once():
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda x: x + 1, backend="ttpu")
+    first = torch.zeros(1)
+    torch._dynamo.mark_dynamic(first, 0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        compiled(first)
+        for size in range(2, 20):
+            torch.testing.assert_close(compiled(torch.zeros(size)), torch.ones(size))
+    found = [str(w.message) for w in caught if issubclass(w.category, _dynamo.TtpuRecompileWarning)]
+    assert len(found) == 1, found
+    assert "has recorded 16 programs, one per input signature" in found[0], found

@@ -45,6 +45,13 @@ calls = {"ttpu": 0, "eager": 0, "graphs": 0, "programs": 0}
 
 _graph_count = 0
 
+# Programs one graph records before ttpu warns that its signatures keep changing.
+_MANY_PROGRAMS = 16
+
+
+class TtpuRecompileWarning(UserWarning):
+    """A compiled graph keeps recording programs for new input signatures."""
+
 # Why a graph recorded another program: `TTPU_LOG=recompiles` (or this logger at INFO) names, for
 # each new program, what differs from the closest recorded one.
 _RECOMPILES = logging.getLogger("ttpu.recompiles")
@@ -359,6 +366,14 @@ class _AtenGraph:
                 _RECOMPILES.info("%s", self._why(key))
             entry = self.programs[key] = self._record(tensors)
             calls["programs"] += 1
+            if len(self.programs) == _MANY_PROGRAMS:
+                warnings.warn(
+                    f"ttpu: graph {self.name} has recorded {_MANY_PROGRAMS} programs, one per input signature: "
+                    "sizes that keep changing (a growing key-value cache) compile once each. TTPU_LOG=recompiles "
+                    "says what changed; for generate(), cache_implementation=\"static\" decodes with two programs",
+                    TtpuRecompileWarning,
+                    stacklevel=2,
+                )
         program, plan = entry
         from ._device import _wrap
 
