@@ -20,12 +20,14 @@
 #![warn(missing_docs)]
 
 mod backend;
+mod collective;
 mod error;
 mod graph;
 mod memo;
 mod tensor;
 
 pub use backend::{Backend, HostTensor, Mode, OpId, OpKind, OpSpec, Returned, Stats, Value};
+pub use collective::{CollectiveStats, FlushRecord};
 pub use error::{Error, Result};
 pub use graph::{Program, Recorded, Recorder};
 pub use tensor::{DeviceTensor, Meta};

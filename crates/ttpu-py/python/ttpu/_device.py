@@ -150,6 +150,13 @@ class _Storage:
     def __len__(self) -> int:
         return self.nbytes()
 
+    def resize_(self, nbytes: int) -> "_Storage":
+        """0 releases the storage's memory, its own size takes it back (FSDP frees unsharded
+        parameters between uses this way); other sizes are refused."""
+        _ttpu.device_storage_resize(self._tensor._h, int(nbytes))
+        self._id, self._numel = _ttpu.device_storage(self._tensor._h)
+        return self
+
 
 # ---- results ----
 
@@ -660,7 +667,8 @@ class _Stream:
     def __init__(self, device=None, priority=0, **kwargs):
         self.device = torch.device(NAME, _index(device))
         self.device_index = self.device.index
-        self.device_type = NAME
+        # c10's DeviceType number, as `torch.Stream.device_type` gives it (PrivateUse1).
+        self.device_type = 20
         self.stream_id = 0
         self.priority = priority
 
@@ -843,6 +851,8 @@ def stats() -> dict:
     raw = _ttpu.device_stats()
     out = {key: dict(value) if isinstance(value, list) else value for key, value in raw.items()}
     out["decomposed"] = dict(_DECOMPOSED)
+    collectives = _ttpu.device_collective_stats()
+    out["collectives"] = {key: dict(value) if isinstance(value, list) else value for key, value in collectives.items()}
     return out
 
 
