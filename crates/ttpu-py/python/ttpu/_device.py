@@ -68,6 +68,11 @@ class TtpuTensor(torch.Tensor):
 
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        # Another tensor subclass among the arguments (a DTensor beside device tensors, as a
+        # foreach step over a mixed parameter list) dispatches first; it hands its local
+        # tensors back here.
+        if len(types) > 1 and not all(issubclass(kind, TtpuTensor) for kind in types):
+            return NotImplemented
         handler = _HANDLERS.get(func)
         if handler is None:
             handler = _handler(func)
@@ -588,6 +593,8 @@ _SPECIAL = {
     aten.copy_.default: _copy_,
     aten.set_.source_Tensor: _set_,
     aten.lift_fresh.default: _lift_fresh,
+    # Device memory is never pinned host memory (checkpoint writers ask).
+    aten.is_pinned.default: lambda args, kwargs: False,
 }
 
 

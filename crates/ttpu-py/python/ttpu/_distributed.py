@@ -651,6 +651,8 @@ def _install() -> None:
         return
     if BACKEND.upper() not in dist.Backend._plugins:
         dist.Backend.register_backend(BACKEND, _create_backend, extended_api=True, devices=["cpu", BACKEND])
+    import torch.distributed._functional_collectives  # noqa: F401  (defines _wrap_tensor_autograd)
+
     special = _device._SPECIAL
     functional = {
         "all_reduce": _all_reduce,
