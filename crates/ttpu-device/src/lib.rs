@@ -24,6 +24,7 @@ mod collective;
 mod error;
 mod graph;
 mod memo;
+mod spmd;
 mod tensor;
 
 pub use backend::{Backend, HostTensor, Mode, OpId, OpKind, OpSpec, Returned, Stats, Value};
@@ -32,5 +33,5 @@ pub use error::{Error, Result};
 pub use graph::{Program, Recorded, Recorder};
 pub use tensor::{DeviceTensor, Meta};
 pub use ttpu_aten::eager::{Arg, Strides};
-pub use ttpu_ir::DType;
+pub use ttpu_ir::{DType, Mesh, Shape, Sharding, TensorType};
 pub use ttpu_runtime::Runtime;

@@ -1,9 +1,13 @@
-//! The binding of what `torch.distributed` on the device needs of `ttpu_device`: collective
-//! statistics, the flush log that ranks compare, and storage resizing (FSDP frees unsharded
-//! parameters between uses).
+//! The binding of what distributed training on the device needs of `ttpu_device`: collective
+//! statistics, the flush log that ranks compare, storage resizing (FSDP frees unsharded
+//! parameters between uses), and the single controller's mesh, shardings and the driver's
+//! parallel plans.
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
+
+use ttpu::{Parallelism, Plan, PlanFile};
+use ttpu_device::{DType, Mesh, Shape, Sharding, TensorType};
 
 use crate::device::{backend, handle_of};
 use crate::error;
@@ -56,4 +60,63 @@ pub(crate) fn device_take_flush_log(py: Python<'_>) -> PyResult<Bound<'_, PyList
 #[pyfunction]
 pub(crate) fn device_storage_resize(handle: &Bound<'_, PyAny>, nbytes: u64) -> PyResult<()> {
     backend()?.resize_storage(&handle_of(handle)?, nbytes).map_err(error)
+}
+
+/// Runs device `index`'s programs over the mesh `mesh` (`"dp=2,tp=4"`) laid on `devices`.
+#[pyfunction]
+pub(crate) fn device_set_mesh(py: Python<'_>, index: usize, mesh: &str, devices: Vec<usize>) -> PyResult<()> {
+    let mesh = Mesh::parse(mesh).map_err(|refused| error(refused.message))?;
+    let backend = backend()?;
+    py.detach(|| backend.set_mesh(index, mesh, devices)).map_err(error)
+}
+
+/// Lays the tensor's storage out over its mesh: per dim, the mesh axes it is split over.
+#[pyfunction]
+pub(crate) fn device_mark_sharding(py: Python<'_>, handle: &Bound<'_, PyAny>, dims: Vec<Vec<String>>) -> PyResult<()> {
+    let tensor = handle_of(handle)?;
+    let backend = backend()?;
+    py.detach(|| backend.mark_sharding(&tensor, &Sharding { dims })).map_err(error)
+}
+
+/// The tensor's layout over its mesh (per dim, its axes), `None` on one device.
+#[pyfunction]
+pub(crate) fn device_sharding(handle: &Bound<'_, PyAny>) -> PyResult<Option<Vec<Vec<String>>>> {
+    let sharding = backend()?.sharding_of(&handle_of(handle)?).map_err(error)?;
+    Ok(sharding.map(|sharding| sharding.dims))
+}
+
+/// Bytes device `index`'s values hold on each device of its mesh.
+#[pyfunction]
+pub(crate) fn device_resident_bytes(index: usize) -> PyResult<Vec<u64>> {
+    backend()?.resident_bytes(index).map_err(error)
+}
+
+/// The placement the driver's plan gives a weight (`kind` `"weight"`) or an input (`"input"`)
+/// named `name` of `dtype` and `shape` over `mesh`: per dim, the mesh axes it is split over.
+/// `plan` is `"ddp"`, `"fsdp"` or a plan file's text (the format of `ttpu run --plan`).
+#[pyfunction]
+pub(crate) fn plan_placement(
+    mesh: &str,
+    plan: &str,
+    kind: &str,
+    name: &str,
+    dtype: &str,
+    shape: Vec<i64>,
+) -> PyResult<Vec<Vec<String>>> {
+    let mesh = Mesh::parse(mesh).map_err(|refused| error(refused.message))?;
+    let plan = match plan {
+        "ddp" => Plan::Ddp,
+        "fsdp" => Plan::Fsdp,
+        text => Plan::Explicit(PlanFile::parse(text).map_err(error)?),
+    };
+    let parallel = Parallelism::new(Some(mesh), None, plan).map_err(error)?;
+    let dtype: DType = dtype.parse().map_err(|_| error(format!("unknown dtype `{dtype}`")))?;
+    let ty = TensorType::new(dtype, Shape::from_static(&shape));
+    let sharding = match kind {
+        "weight" => parallel.weight_sharding(name, &ty),
+        "input" => parallel.input_sharding(name, &ty),
+        other => return Err(error(format!("unknown placement kind `{other}`"))),
+    }
+    .map_err(error)?;
+    Ok(sharding.dims)
 }

@@ -278,6 +278,11 @@ fn _ttpu(module: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(distributed::device_set_flush_log, module)?,
         wrap_pyfunction!(distributed::device_take_flush_log, module)?,
         wrap_pyfunction!(distributed::device_storage_resize, module)?,
+        wrap_pyfunction!(distributed::device_set_mesh, module)?,
+        wrap_pyfunction!(distributed::device_mark_sharding, module)?,
+        wrap_pyfunction!(distributed::device_sharding, module)?,
+        wrap_pyfunction!(distributed::device_resident_bytes, module)?,
+        wrap_pyfunction!(distributed::plan_placement, module)?,
     ] {
         module.add_function(function)?;
     }
