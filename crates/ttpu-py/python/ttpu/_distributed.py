@@ -399,7 +399,7 @@ def _broadcast(args, kwargs):
     return _to_device(_on_host("broadcast", group, [tensor], run)[0], tensor)
 
 
-def _coalesced(single, arity):
+def _coalesced(single):
     def handler(args, kwargs):
         inputs, *rest = args
         return [single((tensor, *rest), kwargs) for tensor in inputs]
@@ -664,9 +664,9 @@ def _install() -> None:
         "wait_tensors": _wait_tensors,
         "_wrap_tensor_autograd": _wrap_tensor_autograd,
     }
-    functional["all_reduce_coalesced"] = _coalesced(_all_reduce, 3)
-    functional["all_gather_into_tensor_coalesced"] = _coalesced(_all_gather, 3)
-    functional["reduce_scatter_tensor_coalesced"] = _coalesced(_reduce_scatter, 4)
+    functional["all_reduce_coalesced"] = _coalesced(_all_reduce)
+    functional["all_gather_into_tensor_coalesced"] = _coalesced(_all_gather)
+    functional["reduce_scatter_tensor_coalesced"] = _coalesced(_reduce_scatter)
     for name, handler in functional.items():
         packet = getattr(F, name, None)
         if packet is not None:
