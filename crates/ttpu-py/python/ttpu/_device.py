@@ -247,10 +247,16 @@ def _handler(func):
     """The handler of ``func``: its special one (reads, copies between devices), else the
     generic one its schema gives."""
     special = _SPECIAL.get(func)
+    if special is None and func.namespace in NAMESPACE_HANDLERS:
+        special = NAMESPACE_HANDLERS[func.namespace](func)
     handler = special if special is not None else _generic(func)
     _HANDLERS[func] = handler
     return handler
 
+
+# Handlers of ops that modules ttpu does not import define (FSDP's `fsdp.*`), by namespace:
+# `namespace -> (overload -> handler or None)`, asked when an overload of theirs first arrives.
+NAMESPACE_HANDLERS: dict = {}
 
 _REGISTERED: dict = {}
 

@@ -645,14 +645,29 @@ def _kernel_of(func, key):
     return handler
 
 
+# FSDP2's custom ops run their own kernels, as on CUDA: their inner ops reach the device.
+_FSDP_KERNELS = {
+    "fsdp::all_gather_copy_in": "PrivateUse1",
+    "fsdp::split_with_sizes_copy": "PrivateUse1",
+    "fsdp::chunk_cat": "PrivateUse1",
+    "fsdp::chunk_cat_mixed_dtype": "CompositeExplicitAutograd",
+}
+
+
+def _fsdp_handler(func):
+    name = func._schema.name
+    if name == "fsdp::record_grad_output_stream":
+        return _record_grad_output_stream
+    key = _FSDP_KERNELS.get(name)
+    return _kernel_of(func, key) if key is not None else None
+
+
 def _install() -> None:
     """Registers the ``ttpu`` backend and the device's handlers of collectives."""
     if not dist.is_available():
         return
     if BACKEND.upper() not in dist.Backend._plugins:
         dist.Backend.register_backend(BACKEND, _create_backend, extended_api=True, devices=["cpu", BACKEND])
-    import torch.distributed._functional_collectives  # noqa: F401  (defines _wrap_tensor_autograd)
-
     special = _device._SPECIAL
     functional = {
         "all_reduce": _all_reduce,
@@ -694,16 +709,12 @@ def _install() -> None:
         packet = getattr(c10d, name, None)
         if packet is not None:
             special[packet.default] = handler
-    # FSDP2's custom ops run their own kernels, as on CUDA: their inner ops reach the device.
-    import torch.distributed.fsdp  # noqa: F401  (defines the fsdp ops)
-
-    fsdp = torch.ops.fsdp
-    special[fsdp.all_gather_copy_in.default] = _kernel_of(fsdp.all_gather_copy_in.default, "PrivateUse1")
-    special[fsdp.split_with_sizes_copy.default] = _kernel_of(fsdp.split_with_sizes_copy.default, "PrivateUse1")
-    special[fsdp.chunk_cat.default] = _kernel_of(fsdp.chunk_cat.default, "PrivateUse1")
-    special[fsdp.chunk_cat_mixed_dtype.default] = _kernel_of(
-        fsdp.chunk_cat_mixed_dtype.default, "CompositeExplicitAutograd"
+    # FSDP2's ops exist once FSDP is imported (importing it here would cost every `import
+    # ttpu` seconds): they are found by namespace when they first arrive.
+    _device.NAMESPACE_HANDLERS["fsdp"] = _fsdp_handler
+    # `_wrap_tensor_autograd` exists once the functional collectives' module is imported.
+    _device.NAMESPACE_HANDLERS["_c10d_functional"] = (
+        lambda func: _wrap_tensor_autograd if func._schema.name.endswith("::_wrap_tensor_autograd") else None
     )
-    special[fsdp.record_grad_output_stream.default] = _record_grad_output_stream
     if os.environ.get("TTPU_DIST_DEBUG", "") not in ("", "0"):
         set_debug(True)
