@@ -22,6 +22,7 @@ use ttpu_aten::ops::OpDef;
 use ttpu_ir::{DType, Shape, TensorType};
 use ttpu_runtime::Runtime;
 
+use crate::collective::Collectives;
 use crate::memo::{Entry, Lookup, Memo};
 use crate::tensor::{self, DeviceTensor, Memory, Meta, TensorState, ViewStep};
 use crate::{Error, Result};
@@ -199,6 +200,8 @@ struct Inner {
     mode: Mutex<Mode>,
     /// Bytes held per device.
     memory: Vec<Arc<Memory>>,
+    /// Collective statistics and the flush log (`collective`).
+    collectives: Collectives,
 }
 
 /// The ttpu device: every device of one runtime, with PyTorch's semantics. Cheap to clone.
@@ -235,6 +238,7 @@ impl Backend {
                 counters: Counters::default(),
                 mode: Mutex::new(Mode::default()),
                 memory: (0..runtime_devices).map(|_| Arc::new(Memory::default())).collect(),
+                collectives: Collectives::default(),
             }),
         })
     }
@@ -264,6 +268,10 @@ impl Backend {
         let memory = self.memory(index)?;
         memory.peak.store(memory.allocated.load(Ordering::Relaxed), Ordering::Relaxed);
         Ok(())
+    }
+
+    pub(crate) fn collectives(&self) -> &Collectives {
+        &self.inner.collectives
     }
 
     pub(crate) fn eager_device(&self, index: usize) -> Result<&ttpu_eager::Device> {
@@ -364,6 +372,7 @@ impl Backend {
         if pending > 0 {
             tracing::debug!(device = device.index(), pending, reason, "running the pending work");
             bump(&self.inner.counters.flushes, reason)?;
+            self.inner.collectives.flushed(reason, pending)?;
             device.sync()?;
         }
         Ok(())

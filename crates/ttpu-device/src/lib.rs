@@ -20,12 +20,15 @@
 #![warn(missing_docs)]
 
 mod backend;
+mod collective;
 mod error;
 mod graph;
 mod memo;
+mod spmd;
 mod tensor;
 
 pub use backend::{Backend, HostTensor, Mode, OpId, OpKind, OpSpec, Returned, Stats, Value};
+pub use collective::{CollectiveStats, FlushRecord};
 pub use error::{Error, Result};
 pub use graph::{Program, Recorded, Recorder};
 pub use tensor::{DeviceTensor, Meta};
@@ -35,5 +38,5 @@ pub use ttpu_aten::eager::{Arg, Strides};
 pub fn table_has(name: &str) -> bool {
     ttpu_aten::eager::lookup(name).is_some()
 }
-pub use ttpu_ir::DType;
+pub use ttpu_ir::{DType, Mesh, Shape, Sharding, TensorType};
 pub use ttpu_runtime::Runtime;

@@ -14,7 +14,7 @@
 //! Views hold no values of their own: what stays live across a flush is the storages' values,
 //! the state a PyTorch program really has, and a view costs one replayed call per use.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use ttpu_aten::eager::{Arg, Inverse, Strides};
@@ -70,11 +70,15 @@ pub struct Storage {
     /// Its device's byte count, which holds its bytes while it lives.
     memory: Arc<Memory>,
     bytes: u64,
+    /// Whether `untyped_storage().resize_(0)` released it (until it is resized back).
+    pub(crate) released: AtomicBool,
 }
 
 impl Drop for Storage {
     fn drop(&mut self) {
-        self.memory.allocated.fetch_sub(self.bytes, Ordering::Relaxed);
+        if !self.released.load(Ordering::Relaxed) {
+            self.memory.allocated.fetch_sub(self.bytes, Ordering::Relaxed);
+        }
     }
 }
 
@@ -92,7 +96,28 @@ impl Storage {
             value: Mutex::new(value),
             memory: Arc::clone(memory),
             bytes,
+            released: AtomicBool::new(false),
         })
+    }
+
+    /// Its size in bytes: 0 while released.
+    pub(crate) fn nbytes(&self) -> u64 {
+        if self.released.load(Ordering::Relaxed) { 0 } else { self.bytes }
+    }
+
+    /// Releases its bytes (`resize_(0)`) or takes them back (`resize_` to its size): the byte
+    /// count of its device follows. Returns whether anything changed.
+    pub(crate) fn set_released(&self, released: bool) -> bool {
+        if self.released.swap(released, Ordering::Relaxed) == released {
+            return false;
+        }
+        if released {
+            self.memory.allocated.fetch_sub(self.bytes, Ordering::Relaxed);
+        } else {
+            let now = self.memory.allocated.fetch_add(self.bytes, Ordering::Relaxed).saturating_add(self.bytes);
+            self.memory.peak.fetch_max(now, Ordering::Relaxed);
+        }
+        true
     }
 }
 
@@ -155,9 +180,16 @@ impl DeviceTensor {
         Ok(self.inner.lock()?.storage.id)
     }
 
-    /// The element count of its storage.
+    /// The element count of its storage (0 while the storage is released, see
+    /// [`crate::Backend::resize_storage`]).
     pub fn storage_numel(&self) -> Result<i64> {
-        Ok(self.inner.lock()?.storage.meta.numel())
+        let state = self.inner.lock()?;
+        Ok(if state.storage.nbytes() == 0 { 0 } else { state.storage.meta.numel() })
+    }
+
+    /// The size of its storage in bytes (0 while released).
+    pub fn storage_nbytes(&self) -> Result<u64> {
+        Ok(self.inner.lock()?.storage.nbytes())
     }
 
     /// Whether two handles are the same tensor.
@@ -230,4 +262,37 @@ pub(crate) fn inverse_of(step: &ViewStep) -> Result<Inverse> {
             ),
         }
     })
+}
+
+impl crate::Backend {
+    /// `tensor.untyped_storage().resize_(nbytes)`, as FSDP frees and re-allocates the memory
+    /// of unsharded parameters between uses: 0 releases the storage (its device's byte count
+    /// drops, and its value becomes zeros, so the buffer it held is freed once no program
+    /// reads it), and its own size takes it back (zeros, as fresh memory holds no value worth
+    /// reading; FSDP writes every element before reading). Other sizes are refused: a lazy
+    /// value has the type it was made with.
+    pub fn resize_storage(&self, tensor: &DeviceTensor, nbytes: u64) -> Result<()> {
+        let state = tensor.state()?;
+        let storage = &state.storage;
+        let full =
+            u64::try_from(storage.meta.numel()).unwrap_or(0).saturating_mul(storage.meta.dtype.byte_size() as u64);
+        let released = match nbytes {
+            0 => true,
+            n if n == full => false,
+            n => {
+                return Err(Error::InPlace {
+                    message: format!(
+                        "resize_ of a ttpu storage of {full} bytes to {n} bytes: only 0 (release it) and its own size \
+                         (allocate it again) are supported"
+                    ),
+                });
+            }
+        };
+        if storage.set_released(released) {
+            let device = self.eager_device(storage.device)?;
+            let zeros = ttpu_eager::Tensor::zeros(device, storage.meta.dtype, storage.meta.sizes())?;
+            *storage.value.lock()? = zeros;
+        }
+        Ok(())
+    }
 }

@@ -26,6 +26,7 @@ use smallvec::SmallVec;
 use ttpu_ir::{DType, Graph};
 use ttpu_runtime::{Buffer, CompileSpec, Counters, Executable, FxHasher, ProgramKey, Runtime, RuntimeOptions};
 
+use crate::mesh::{MeshPlacement, Stored};
 use crate::tape::{CallGraph, Slot, Tape, TapeOp, TypeMemo, Used};
 use crate::tensor::{RecordedAt, TensorNode};
 use crate::{Error, Result, Tensor};
@@ -71,8 +72,8 @@ pub(crate) struct State {
     /// Increases each time the pending tape is replaced, so a stale slot is never read.
     pub(crate) epoch: u64,
     tape: Tape,
-    /// The buffer each pending-tape input reads, by input index.
-    inputs: Vec<Arc<Buffer>>,
+    /// The value each pending-tape input reads, by input index.
+    inputs: Vec<Arc<Stored>>,
     /// The bytes of each pending-tape host value, by host index.
     host_data: Vec<Vec<u8>>,
     /// Input already made for a buffer, by the buffer's address (kept alive by `inputs`).
@@ -82,6 +83,8 @@ pub(crate) struct State {
     recorded: Vec<Weak<TensorNode>>,
     /// Interned tensor types and the result types of the op signatures seen so far.
     pub(crate) types: TypeMemo,
+    /// The mesh programs run over, if any (see `mesh`).
+    pub(crate) mesh: Option<Arc<MeshPlacement>>,
 }
 
 impl State {
@@ -96,6 +99,7 @@ impl State {
             input_of_buffer: HashMap::default(),
             recorded: Vec::new(),
             types: TypeMemo::default(),
+            mesh: None,
         }
     }
 
@@ -363,7 +367,7 @@ impl Device {
     }
 
     /// The buffer of `tensor`, running pending work first if it has none yet.
-    pub(crate) fn buffer(&self, tensor: &Tensor) -> Result<Arc<Buffer>> {
+    pub(crate) fn buffer(&self, tensor: &Tensor) -> Result<Arc<Stored>> {
         if let Some(buffer) = tensor.node.buffer.get() {
             return Ok(Arc::clone(buffer));
         }
@@ -376,7 +380,7 @@ impl Device {
     }
 
     /// Runs the pending work of every live tensor and starts an empty pending tape.
-    fn materialize(&self, state: &mut State) -> Result<()> {
+    pub(crate) fn materialize(&self, state: &mut State) -> Result<()> {
         let live = state.live()?;
         let mut spare = None;
         if !live.is_empty() {
@@ -395,7 +399,15 @@ impl Device {
             };
             let aliases = donations(&program, &used.inputs, &state.inputs, &live);
             self.inner.donated.fetch_add(aliases.len() as u64, Ordering::Relaxed);
-            let results = self.run(&program, &used, &state.inputs, &state.host_data, aliases);
+            let results = match state.mesh.clone() {
+                None => self
+                    .run(&program, &used, &state.inputs, &state.host_data, aliases)
+                    .map(|buffers| buffers.into_iter().map(Stored::single).collect::<Vec<_>>()),
+                Some(mesh) => {
+                    let types: Vec<_> = live.iter().map(|(node, _)| Arc::clone(&node.ty)).collect();
+                    self.run_over_mesh(&mesh, &program, &used, &state.inputs, &state.host_data, aliases, &types)
+                }
+            };
             let results = match results {
                 Ok(results) => results,
                 Err(error) => {
@@ -410,8 +422,8 @@ impl Device {
             if results.len() != live.len() {
                 return Err(Error::internal(format!("{} outputs for {} tensors", results.len(), live.len())));
             }
-            for ((node, _), buffer) in live.iter().zip(results) {
-                if node.buffer.set(Arc::new(buffer)).is_err() {
+            for ((node, _), stored) in live.iter().zip(results) {
+                if node.buffer.set(Arc::new(stored)).is_err() {
                     return Err(Error::internal("a tensor was computed twice"));
                 }
             }
@@ -428,7 +440,7 @@ impl Device {
         &self,
         program: &Tape,
         used: &Used,
-        inputs: &[Arc<Buffer>],
+        inputs: &[Arc<Stored>],
         host_data: &[Vec<u8>],
         aliases: Vec<(usize, usize)>,
     ) -> Result<Vec<Buffer>> {
@@ -445,7 +457,7 @@ impl Device {
             let count = (bytes.len() / dtype.byte_size().max(1)) as i64;
             packed.push(self.inner.runtime.upload_bytes(&bytes, dtype, &[count], self.inner.index)?);
         }
-        let args: Vec<&Buffer> = used.inputs.iter().map(|&index| &*inputs[index]).chain(packed.iter()).collect();
+        let args: Vec<&Buffer> = used.inputs.iter().map(|&index| inputs[index].first()).chain(packed.iter()).collect();
         Ok(executable.run(&args)?)
     }
 }
@@ -484,7 +496,7 @@ impl std::fmt::Debug for Device {
 fn donations(
     program: &Tape,
     used_inputs: &[usize],
-    inputs: &[Arc<Buffer>],
+    inputs: &[Arc<Stored>],
     live: &[(Arc<TensorNode>, Slot)],
 ) -> Vec<(usize, usize)> {
     let mut taken = vec![false; live.len()];
@@ -505,7 +517,7 @@ fn donations(
 
 /// `graph` after `ttpu_fuse`'s exact rewrites (same inputs, outputs and bits). Fusion is an
 /// optimization, so when it fails the graph runs as recorded and the failure is only logged.
-fn fused(graph: &Graph) -> Graph {
+pub(crate) fn fused(graph: &Graph) -> Graph {
     match ttpu_fuse::fuse(graph, &ttpu_fuse::FuseOptions::default()) {
         Ok((fused, report)) => {
             tracing::debug!(%report, "fused a recorded program");

@@ -196,6 +196,12 @@ pub enum Error {
         /// The tensor's shape.
         shape: Box<Shape>,
     },
+    /// A mesh that does not fit its devices, or a sharding that does not fit the mesh.
+    #[error("mesh: {message}")]
+    Mesh {
+        /// What is wrong.
+        message: String,
+    },
     /// Safetensors bytes that do not parse, or hold a dtype ttpu has no tensor for.
     #[error("safetensors: {message}")]
     Safetensors {

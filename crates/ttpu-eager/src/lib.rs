@@ -30,6 +30,7 @@
 mod device;
 mod element;
 mod error;
+mod mesh;
 mod promote;
 mod tape;
 mod tensor;

@@ -45,7 +45,7 @@ fn with_device<T>(run: impl FnOnce(&Device) -> PyResult<T>) -> PyResult<T> {
     run(device)
 }
 
-fn backend() -> PyResult<Backend> {
+pub(crate) fn backend() -> PyResult<Backend> {
     with_device(|device| Ok(device.backend.clone()))
 }
 
@@ -207,7 +207,7 @@ fn tensor_tuple(py: Python<'_>, tensor: DeviceTensor) -> PyResult<Bound<'_, PyAn
         .into_any())
 }
 
-fn handle_of<'py>(object: &Bound<'py, PyAny>) -> PyResult<DeviceTensor> {
+pub(crate) fn handle_of<'py>(object: &Bound<'py, PyAny>) -> PyResult<DeviceTensor> {
     let handle = object.cast::<Handle>().map_err(|_| error("expected a ttpu device handle"))?;
     Ok(handle.get().tensor.clone())
 }

@@ -20,6 +20,7 @@ use pyo3::types::{PyByteArray, PyDict, PyList};
 use ttpu::{CompileOptions, Compiler, DType, HostTensor, LoadedModel, Runtime, RuntimeOptions, Session, TensorMap};
 
 mod device;
+mod distributed;
 
 create_exception!(_ttpu, TtpuError, PyRuntimeError, "An error from ttpu: its message is the Rust error's.");
 
@@ -318,6 +319,17 @@ fn _ttpu(module: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(device::device_memory, module)?,
         wrap_pyfunction!(device::device_reset_peak, module)?,
         wrap_pyfunction!(device::table_has, module)?,
+        wrap_pyfunction!(distributed::device_count_collective, module)?,
+        wrap_pyfunction!(distributed::device_count_backend_call, module)?,
+        wrap_pyfunction!(distributed::device_collective_stats, module)?,
+        wrap_pyfunction!(distributed::device_set_flush_log, module)?,
+        wrap_pyfunction!(distributed::device_take_flush_log, module)?,
+        wrap_pyfunction!(distributed::device_storage_resize, module)?,
+        wrap_pyfunction!(distributed::device_set_mesh, module)?,
+        wrap_pyfunction!(distributed::device_mark_sharding, module)?,
+        wrap_pyfunction!(distributed::device_sharding, module)?,
+        wrap_pyfunction!(distributed::device_resident_bytes, module)?,
+        wrap_pyfunction!(distributed::plan_placement, module)?,
     ] {
         module.add_function(function)?;
     }

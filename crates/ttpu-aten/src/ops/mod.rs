@@ -23,6 +23,7 @@ mod prims;
 mod quant;
 mod random;
 mod reduce;
+mod strided;
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -452,6 +453,7 @@ pub static TABLE: &[OpDef] = &[
     def("aten.sym_stride.int", "self, dim", layout::sym_stride),
     def("aten.sym_storage_offset.default", "self", layout::sym_storage_offset),
     def("aten.as_strided.default", "self, size, stride, storage_offset", layout::as_strided),
+    def("aten.as_strided_scatter.default", "self, src, size, stride, storage_offset", strided::as_strided_scatter),
     def("aten.diagonal.default", "self, offset, dim1, dim2", index::diagonal),
     // ---- indexing, gather and scatter, sorting ----
     def("aten.gather.default", "self, dim, index, *, sparse_grad", index::gather),

@@ -35,8 +35,8 @@ impl Tensor {
                 actual: bytes.len() / dtype.byte_size(),
             });
         }
-        let buffer = device.inner.runtime.upload_bytes(bytes, dtype, dims, device.inner.index)?;
-        Tensor::ready(device, TensorType::new(dtype, shape), buffer)
+        let stored = device.upload_stored(dtype, bytes, dims)?;
+        Tensor::ready_stored(device, TensorType::new(dtype, shape), stored)
     }
 
     /// Every tensor of a safetensors file's bytes, sorted by name, copied to `device`.

@@ -23,9 +23,10 @@ use std::fmt;
 use std::sync::{Arc, OnceLock};
 
 use ttpu_ir::{DType, Shape, TensorType};
-use ttpu_runtime::{Buffer, HostBuffer};
+use ttpu_runtime::HostBuffer;
 
 use crate::element::Element;
+use crate::mesh::Stored;
 use crate::promote::{Priority, static_dims};
 use crate::tape::Slot;
 use crate::{Device, Error, Result};
@@ -44,9 +45,9 @@ pub(crate) struct TensorNode {
     /// Where a recorded tensor's value is computed: `slot` of the pending tape of `epoch`.
     /// `None` for tensors made from host data.
     pub(crate) recorded_at: Option<RecordedAt>,
-    /// The value on the device, once computed. Set once and never replaced, so reading it needs
-    /// no lock (recording reads it for every operand).
-    pub(crate) buffer: OnceLock<Arc<Buffer>>,
+    /// The value on the device (or its mesh), once computed. Set once and never replaced, so
+    /// reading it needs no lock (recording reads it for every operand).
+    pub(crate) buffer: OnceLock<Arc<Stored>>,
 }
 
 /// The tape slot a recorded tensor's value comes from.
@@ -57,10 +58,10 @@ pub(crate) struct RecordedAt {
 }
 
 impl Tensor {
-    fn ready(device: &Device, ty: TensorType, buffer: Buffer) -> Result<Tensor> {
+    pub(crate) fn ready_stored(device: &Device, ty: TensorType, stored: Stored) -> Result<Tensor> {
         let ty = device.state()?.types.intern(ty);
         let node =
-            TensorNode { device: device.clone(), ty, recorded_at: None, buffer: OnceLock::from(Arc::new(buffer)) };
+            TensorNode { device: device.clone(), ty, recorded_at: None, buffer: OnceLock::from(Arc::new(stored)) };
         Ok(Tensor { node: Arc::new(node) })
     }
 
@@ -108,8 +109,8 @@ impl Tensor {
 
     /// The tensor's data copied to the host.
     pub fn to_host(&self) -> Result<HostBuffer> {
-        let buffer = self.node.device.buffer(self)?;
-        Ok(self.node.device.inner.runtime.download_raw(&buffer)?)
+        let stored = self.node.device.buffer(self)?;
+        stored.to_host(&self.node.device, &self.dims())
     }
 
     /// The elements in row-major order; `T` must be the tensor's dtype.

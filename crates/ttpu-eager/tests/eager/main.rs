@@ -8,6 +8,7 @@ mod calls;
 mod common;
 mod fixtures;
 mod math;
+mod mesh;
 mod modes;
 mod ops;
 mod reduce;

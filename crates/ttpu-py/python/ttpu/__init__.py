@@ -314,6 +314,9 @@ def _register_device() -> None:
     from . import _device
 
     _device._init()
+    from . import _distributed, distributed  # noqa: F401  (`ttpu.distributed`)
+
+    _distributed._install()
 
 
 _register_device()

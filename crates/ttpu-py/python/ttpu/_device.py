@@ -124,6 +124,11 @@ class TtpuTensor(torch.Tensor):
         first = args[0] if args else None
         if (first._h is None) if type(first) is TtpuTensor else _traced_call(args, kwargs):
             return _traced(func, args, kwargs or {})
+        # Another tensor subclass among the arguments (a DTensor beside device tensors, as a
+        # foreach step over a mixed parameter list) dispatches first; it hands its local
+        # tensors back here.
+        if len(types) > 1 and not all(issubclass(kind, TtpuTensor) for kind in types):
+            return NotImplemented
         handler = _HANDLERS.get(func)
         if handler is None:
             handler = _handler(func)
@@ -274,6 +279,13 @@ class _Storage:
     def __len__(self) -> int:
         return self.nbytes()
 
+    def resize_(self, nbytes: int) -> "_Storage":
+        """0 releases the storage's memory, its own size takes it back (FSDP frees unsharded
+        parameters between uses this way); other sizes are refused."""
+        _ttpu.device_storage_resize(self._tensor._h, int(nbytes))
+        self._id, self._numel = _ttpu.device_storage(self._tensor._h)
+        return self
+
 
 # ---- results ----
 
@@ -359,10 +371,16 @@ def _handler(func):
     """The handler of ``func``: its special one (reads, copies between devices), else the
     generic one its schema gives."""
     special = _SPECIAL.get(func)
+    if special is None and func.namespace in NAMESPACE_HANDLERS:
+        special = NAMESPACE_HANDLERS[func.namespace](func)
     handler = special if special is not None else _generic(func)
     _HANDLERS[func] = handler
     return handler
 
+
+# Handlers of ops that modules ttpu does not import define (FSDP's `fsdp.*`), by namespace:
+# `namespace -> (overload -> handler or None)`, asked when an overload of theirs first arrives.
+NAMESPACE_HANDLERS: dict = {}
 
 _REGISTERED: dict = {}
 
@@ -705,6 +723,8 @@ _SPECIAL = {
     aten.copy_.default: _copy_,
     aten.set_.source_Tensor: _set_,
     aten.lift_fresh.default: _lift_fresh,
+    # Device memory is never pinned host memory (checkpoint writers ask).
+    aten.is_pinned.default: lambda args, kwargs: False,
 }
 
 
@@ -789,7 +809,8 @@ class _Stream:
     def __init__(self, device=None, priority=0, **kwargs):
         self.device = torch.device(NAME, _index(device))
         self.device_index = self.device.index
-        self.device_type = NAME
+        # c10's DeviceType number, as `torch.Stream.device_type` gives it (PrivateUse1).
+        self.device_type = 20
         self.stream_id = 0
         self.priority = priority
 
@@ -972,6 +993,8 @@ def stats() -> dict:
     raw = _ttpu.device_stats()
     out = {key: dict(value) if isinstance(value, list) else value for key, value in raw.items()}
     out["decomposed"] = dict(_DECOMPOSED)
+    collectives = _ttpu.device_collective_stats()
+    out["collectives"] = {key: dict(value) if isinstance(value, list) else value for key, value in collectives.items()}
     return out
 
 

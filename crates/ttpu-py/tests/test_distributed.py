@@ -1,0 +1,412 @@
+"""torch.distributed on the ttpu device: two processes on this machine (a file store), each with
+one CPU device, training with DDP, FSDP2 and tensor parallelism as on CUDA, against one process
+training on the whole batch; a checkpoint round trip; the collectives' statistics; the debug
+error of ranks that diverge and the timeout of a collective a peer never joins.
+
+One job of two processes runs every training case (a process costs seconds to start), writing
+what each rank saw to a JSON file the tests read.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import tempfile
+import traceback
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+
+WORLD = 2
+STEPS = 3
+
+
+class MLP(torch.nn.Module):
+    def __init__(self, sizes=(8, 16, 16, 4)):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(a, b) for a, b in zip(sizes, sizes[1:]))
+
+    def forward(self, x):
+        for index, layer in enumerate(self.layers):
+            x = layer(x)
+            if index < len(self.layers) - 1:
+                x = torch.relu(x)
+        return x
+
+
+class UpDown(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.up = torch.nn.Linear(8, 16)
+        self.down = torch.nn.Linear(16, 8)
+
+    def forward(self, x):
+        return self.down(torch.relu(self.up(x)))
+
+
+def _llama():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(
+        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=32, attn_implementation="eager",
+    )
+    torch.manual_seed(0)
+    return LlamaForCausalLM(config)
+
+
+def _data(rows, features, outputs):
+    generator = torch.Generator().manual_seed(1)
+    return torch.randn(rows, features, generator=generator), torch.randn(rows, outputs, generator=generator)
+
+
+def _tokens():
+    generator = torch.Generator().manual_seed(2)
+    return torch.randint(0, 64, (2, 12), generator=generator)
+
+
+def _train(model, optimizer, batches, loss_of, device):
+    """`STEPS` steps; the flushes of each step by reason."""
+    flushes = []
+    for step in range(STEPS):
+        before = dict(torch.ttpu.stats()["flushes"]) if device != "cpu" else {}
+        optimizer.zero_grad()
+        loss_of(model, batches).backward()
+        optimizer.step()
+        if device != "cpu":
+            after = torch.ttpu.stats()["flushes"]
+            flushes.append({k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)})
+    return flushes
+
+
+def _mse(model, batch):
+    x, y = batch
+    return torch.nn.functional.mse_loss(model(x), y)
+
+
+def _lm(model, tokens):
+    return model(input_ids=tokens, labels=tokens).loss
+
+
+def _full(tensor):
+    from torch.distributed.tensor import DTensor
+
+    tensor = tensor.detach()
+    if isinstance(tensor, DTensor):
+        tensor = tensor.full_tensor()
+    return tensor.cpu()
+
+
+def _params(model):
+    return {name: _full(p).tolist() for name, p in model.named_parameters()}
+
+
+# ---- the job ----
+
+
+def _case_ddp(rank):
+    from torch.nn.parallel import DistributedDataParallel
+
+    torch.manual_seed(0)
+    model = DistributedDataParallel(MLP().to("ttpu"))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = _data(8, 8, 4)
+    batch = (x.chunk(WORLD)[rank].to("ttpu"), y.chunk(WORLD)[rank].to("ttpu"))
+    flushes = _train(model, optimizer, batch, _mse, "ttpu")
+    return {"params": _params(model.module), "flushes": flushes}
+
+
+def _fully_sharded(reshard):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    mesh = init_device_mesh("ttpu", (WORLD,))
+    torch.manual_seed(0)
+    model = MLP().to("ttpu")
+    for layer in model.layers:
+        fully_shard(layer, mesh=mesh, reshard_after_forward=reshard)
+    fully_shard(model, mesh=mesh, reshard_after_forward=reshard)
+    return model
+
+
+def _case_fsdp(rank, reshard):
+    model = _fully_sharded(reshard)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    x, y = _data(8, 8, 4)
+    batch = (x.chunk(WORLD)[rank].to("ttpu"), y.chunk(WORLD)[rank].to("ttpu"))
+    collectives = dict(torch.ttpu.stats()["collectives"]["recorded"])
+    flushes = _train(model, optimizer, batch, _mse, "ttpu")
+    after = torch.ttpu.stats()["collectives"]["recorded"]
+    per_step = {k: (v - collectives.get(k, 0)) / STEPS for k, v in after.items() if v != collectives.get(k, 0)}
+    local = {name: list(p.to_local().shape) for name, p in model.named_parameters()}
+    return {"params": _params(model), "flushes": flushes, "collectives": per_step, "local": local}
+
+
+def _case_tp(rank):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    mesh = init_device_mesh("ttpu", (WORLD,))
+    torch.manual_seed(0)
+    model = parallelize_module(UpDown().to("ttpu"), mesh, {"up": ColwiseParallel(), "down": RowwiseParallel()})
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    x, y = _data(4, 8, 8)
+    flushes = _train(model, optimizer, (x.to("ttpu"), y.to("ttpu")), _mse, "ttpu")
+    return {"params": _params(model), "flushes": flushes}
+
+
+def _llama_plan(model):
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
+
+    styles = {"colwise": ColwiseParallel, "rowwise": RowwiseParallel}
+    return {f"model.{name}": styles[style]() for name, style in model.config.base_model_tp_plan.items()}
+
+
+def _case_llama(rank):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import parallelize_module
+
+    mesh = init_device_mesh("ttpu", (WORLD,))
+    model = _llama().to("ttpu")
+    model = parallelize_module(model, mesh, _llama_plan(model))
+    # The plan leaves embeddings and norms plain tensors: as on CUDA, a parameter list mixing
+    # them with DTensors needs the per-tensor optimizer.
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2, foreach=False)
+    flushes = _train(model, optimizer, _tokens().to("ttpu"), _lm, "ttpu")
+    return {"params": _params(model), "flushes": flushes}
+
+
+def _case_checkpoint(rank, folder):
+    """FSDP2 trains a step, saves model and optimizer with torch.distributed.checkpoint, trains
+    two more; a fresh FSDP2 model loads the checkpoint and trains the same two steps."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
+    x, y = _data(8, 8, 4)
+    batch = (x.chunk(WORLD)[rank].to("ttpu"), y.chunk(WORLD)[rank].to("ttpu"))
+
+    def step(model, optimizer):
+        optimizer.zero_grad()
+        _mse(model, batch).backward()
+        optimizer.step()
+
+    model = _fully_sharded(True)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    step(model, optimizer)
+    model_state, optimizer_state = get_state_dict(model, optimizer)
+    dcp.save({"model": model_state, "optimizer": optimizer_state}, checkpoint_id=folder)
+    step(model, optimizer)
+    step(model, optimizer)
+    continued = _params(model)
+
+    torch.manual_seed(123)
+    resumed = _fully_sharded(True)
+    resumed_optimizer = torch.optim.AdamW(resumed.parameters(), lr=1e-2)
+    step(resumed, resumed_optimizer)  # other state, so the load must replace it
+    model_state, optimizer_state = get_state_dict(resumed, resumed_optimizer)
+    state = {"model": model_state, "optimizer": optimizer_state}
+    dcp.load(state, checkpoint_id=folder)
+    set_state_dict(resumed, resumed_optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"])
+    step(resumed, resumed_optimizer)
+    step(resumed, resumed_optimizer)
+    return {"continued": continued, "resumed": _params(resumed)}
+
+
+def _case_divergent(rank):
+    """Rank 1 reads a value on its own before a collective, with the debug check on."""
+    import torch.distributed as dist
+    import ttpu.distributed
+
+    ttpu.distributed.set_debug(True)
+    x = torch.ones(4, device="ttpu") * 2
+    # Ranks that flush alike pass the check.
+    symmetric = x + 1
+    dist.all_reduce(symmetric)
+    symmetric.cpu()
+    if rank == 1:
+        x.sum().item()
+    y = x * 3
+    dist.all_reduce(y)
+    return {"value": y.cpu().tolist()}
+
+
+def _case_missing_peer(rank, folder):
+    """Rank 0 all-reduces; rank 1 never joins, and waits for rank 0's error before leaving."""
+    import torch.distributed as dist
+
+    if rank == 1:
+        done = os.path.join(folder, "rank0-done")
+        for _ in range(600):
+            if os.path.exists(done):
+                break
+            torch.ttpu.synchronize()
+            import time
+
+            time.sleep(0.1)
+        return {}
+    try:
+        dist.all_reduce(torch.ones(2, device="ttpu"))
+    finally:
+        open(os.path.join(folder, "rank0-done"), "w").close()
+    return {}
+
+
+def _worker(rank, world, folder, cases, timeout):
+    import faulthandler
+
+    import torch.distributed as dist
+
+    # A hung job prints where each rank waits, and ends.
+    faulthandler.dump_traceback_later(300, exit=True)
+
+    import ttpu  # noqa: F401
+
+    store = dist.FileStore(os.path.join(folder, "store"), world)
+    dist.init_process_group(
+        "ttpu", store=store, rank=rank, world_size=world, timeout=datetime.timedelta(seconds=timeout)
+    )
+    results = {}
+    for case in cases:
+        try:
+            if case == "ddp":
+                results[case] = _case_ddp(rank)
+            elif case.startswith("fsdp"):
+                results[case] = _case_fsdp(rank, case == "fsdp_reshard")
+            elif case == "tp":
+                results[case] = _case_tp(rank)
+            elif case == "llama":
+                results[case] = _case_llama(rank)
+            elif case == "checkpoint":
+                results[case] = _case_checkpoint(rank, os.path.join(folder, "checkpoint"))
+            elif case == "divergent":
+                results[case] = _case_divergent(rank)
+            elif case == "missing_peer":
+                results[case] = _case_missing_peer(rank, folder)
+        except Exception as error:  # noqa: BLE001 (reported to the test)
+            results[case] = {"error": f"{type(error).__name__}: {error}", "traceback": traceback.format_exc()}
+    results["stats"] = torch.ttpu.stats()["collectives"]
+    with open(os.path.join(folder, f"rank{rank}.json"), "w") as file:
+        json.dump(results, file)
+    if not any("error" in result for result in results.values() if isinstance(result, dict)):
+        dist.destroy_process_group()
+
+
+def _run_job(cases, timeout=60):
+    folder = tempfile.mkdtemp(prefix="ttpu-dist-")
+    failure = None
+    try:
+        mp.spawn(_worker, args=(WORLD, folder, cases, timeout), nprocs=WORLD, join=True)
+    except mp.ProcessExitedException as error:
+        failure = error
+    ranks = []
+    for rank in range(WORLD):
+        path = os.path.join(folder, f"rank{rank}.json")
+        assert os.path.exists(path), f"rank {rank} wrote no results ({failure})"
+        with open(path) as file:
+            ranks.append(json.load(file))
+    return ranks
+
+
+@pytest.fixture(scope="module")
+def job():
+    return _run_job(["ddp", "fsdp_reshard", "fsdp_keep", "tp", "llama", "checkpoint"])
+
+
+def _reference(model, optimizer, batch, loss_of):
+    _train(model, optimizer, batch, loss_of, "cpu")
+    return {name: p.detach() for name, p in model.named_parameters()}
+
+
+def _assert_params(got, want, what, atol=2e-6):
+    assert got.keys() == want.keys(), f"{what}: parameter names differ"
+    for name, value in want.items():
+        torch.testing.assert_close(torch.tensor(got[name]), value, rtol=1e-5, atol=atol, msg=lambda m: f"{what} {name}: {m}")
+
+
+def _result(job, case, rank):
+    result = job[rank][case]
+    assert "error" not in result, result.get("traceback")
+    return result
+
+
+def test_ddp_matches_one_process_on_the_whole_batch(job):
+    torch.manual_seed(0)
+    model = MLP()
+    want = _reference(model, torch.optim.SGD(model.parameters(), lr=0.1), _data(8, 8, 4), _mse)
+    for rank in range(WORLD):
+        result = _result(job, "ddp", rank)
+        _assert_params(result["params"], want, f"ddp rank {rank}")
+        # A steady step: one host collective per bucket (one bucket here) and the step's flush.
+        assert result["flushes"][-1] == {"collective all_reduce": 1, "optimizer step": 1}
+
+
+@pytest.mark.parametrize("case", ["fsdp_reshard", "fsdp_keep"])
+def test_fsdp2_matches_one_process_on_the_whole_batch(job, case):
+    torch.manual_seed(0)
+    model = MLP()
+    want = _reference(model, torch.optim.AdamW(model.parameters(), lr=1e-2), _data(8, 8, 4), _mse)
+    layers = len(model.layers)
+    # Each layer's parameters are gathered before the forward and, when they were freed after
+    # it, again before the backward; gradients are reduce-scattered once per layer.
+    gathers = 2 * layers if case == "fsdp_reshard" else layers
+    for rank in range(WORLD):
+        result = _result(job, case, rank)
+        _assert_params(result["params"], want, f"{case} rank {rank}")
+        assert result["local"]["layers.1.weight"] == [8, 16], "each rank keeps half of a weight"
+        assert result["collectives"] == {"all_gather_into_tensor": gathers, "reduce_scatter_tensor": layers}
+        assert result["flushes"][-1] == {
+            "collective all_gather_into_tensor": gathers,
+            "collective reduce_scatter_tensor": layers,
+            "optimizer step": 1,
+        }
+
+
+def test_tensor_parallel_mlp_matches_one_process(job):
+    torch.manual_seed(0)
+    model = UpDown()
+    want = _reference(model, torch.optim.AdamW(model.parameters(), lr=1e-2), _data(4, 8, 8), _mse)
+    for rank in range(WORLD):
+        result = _result(job, "tp", rank)
+        _assert_params(result["params"], want, f"tp rank {rank}")
+        # RowwiseParallel sums the partial outputs: one all-reduce per step.
+        assert result["flushes"][-1] == {"collective all_reduce": 1, "optimizer step": 1}
+
+
+def test_tensor_parallel_llama_with_its_plan_matches_one_process(job):
+    model = _llama()
+    want = _reference(model, torch.optim.AdamW(model.parameters(), lr=1e-2, foreach=False), _tokens(), _lm)
+    for rank in range(WORLD):
+        result = _result(job, "llama", rank)
+        _assert_params(result["params"], want, f"llama rank {rank}", atol=1e-5)
+
+
+def test_checkpoint_round_trip_resumes_bit_for_bit(job):
+    for rank in range(WORLD):
+        result = _result(job, "checkpoint", rank)
+        for name, value in result["continued"].items():
+            assert torch.equal(torch.tensor(result["resumed"][name]), torch.tensor(value)), name
+
+
+def test_collectives_are_taken_at_dispatch(job):
+    for rank in range(WORLD):
+        stats = job[rank]["stats"]
+        assert stats["backend_calls"] == {}, "no device collective reached the backend's methods"
+        assert stats["on_host"] == sum(stats["recorded"].values()), "the CPU plugin runs each on the host"
+        assert stats["recorded"]["all_gather_into_tensor"] > 0 and stats["recorded"]["reduce_scatter_tensor"] > 0
+
+
+def test_a_rank_that_flushes_alone_is_named():
+    ranks = _run_job(["divergent"])
+    for rank in range(WORLD):
+        error = ranks[rank]["divergent"].get("error", "")
+        # The first collective passed the check; the second names rank 1's lone read.
+        assert "diverged before collective all_reduce #2" in error, error
+        assert "flush 2 ran" in error and "`item`" in error and "`collective all_reduce`" in error, error
+
+
+def test_a_collective_without_its_peer_times_out_naming_the_group():
+    ranks = _run_job(["missing_peer"], timeout=3)
+    error = ranks[0]["missing_peer"].get("error", "")
+    assert "collective all_reduce on process group '0' (global ranks [0, 1]) did not complete within 3 s" in error, error
