@@ -60,6 +60,25 @@ def _(x):
     return torch.empty_like(x)
 
 
+@torch.library.custom_op("devk::silu_trained", mutates_args=())
+def silu_trained(x: torch.Tensor) -> torch.Tensor:
+    return x * torch.sigmoid(x)
+
+
+@silu_trained.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+def _silu_backward(ctx, grad):
+    (x,) = ctx.saved_tensors
+    gate = torch.sigmoid(x)
+    return grad * gate * (1 + x * (1 - gate))
+
+
+silu_trained.register_autograd(_silu_backward, setup_context=lambda ctx, inputs, output: ctx.save_for_backward(*inputs))
+
+
 @torch.library.custom_op("devk::late", mutates_args=())
 def late(x: torch.Tensor) -> torch.Tensor:
     return x * torch.sigmoid(x)
@@ -120,6 +139,7 @@ def kernels():
     register_once("devk::silu_gate", SILU_GATE)
     register_once("devk::wrong_silu", GATE_ONLY)
     register_once("devk::bump", SILU)
+    register_once("devk::silu_trained", SILU)
     pytest.importorskip("jax")
     register_once("devk::softplus", softplus_jax, torch.empty(SHAPE))
 
@@ -201,6 +221,35 @@ def test_torch_compile_of_a_function_calling_the_op_runs_on_the_device_without_f
         assert_matches(torch.compile(forward, backend="ttpu")(x, w), want)
     assert calls["eager"] == before["eager"], "no graph ran in eager PyTorch"
     assert calls["ttpu"] == before["ttpu"] + 2
+
+
+def test_a_custom_op_with_an_autograd_formula_trains_on_the_device_eager_and_compiled():
+    from ttpu._dynamo import calls
+
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(8, 8)
+    x = sample(8)
+
+    def forward(layer, x):
+        return torch.ops.devk.silu_trained(layer(x)).square().mean()
+
+    want_loss = forward(layer, x)
+    want_loss.backward()
+    want_grads = [p.grad for p in layer.parameters()]
+    for compiled in (False, True):
+        on_device = torch.nn.Linear(8, 8).to("ttpu")
+        on_device.load_state_dict(layer.state_dict())
+        # The compiled forward's backward graph runs at `backward()`, as for any compiled model.
+        run = torch.compile(forward, backend="ttpu") if compiled else forward
+        before = dict(calls)
+        loss = run(on_device, x.to("ttpu"))
+        loss.backward()
+        assert_matches(loss.detach().cpu(), want_loss.detach())
+        for got, want in zip((p.grad for p in on_device.parameters()), want_grads):
+            assert got.device.type == "ttpu"
+            assert_matches(got.cpu(), want)
+        if compiled:
+            assert calls["eager"] == before["eager"] and calls["ttpu"] >= before["ttpu"] + 2, calls
 
 
 def test_a_kernel_registered_after_the_ops_first_call_on_the_device_runs_it():
