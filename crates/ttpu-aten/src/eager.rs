@@ -340,16 +340,41 @@ pub fn build(
     Ok(Built::Template(Family { template: Arc::new(template), base: built.graph, lifted }))
 }
 
-/// Builds a call of the user kernel `kernel` (see [`crate::Kernels::for_overload`]) on
-/// `operands` into a template: one `kernel` node, its results contiguous and fresh. Operands of
-/// other types than the kernel's are refused, naming the kernel and the argument.
-pub fn build_kernel(kernel: &Arc<ttpu_ir::Kernel>, operands: &[Operand]) -> Result<Built> {
-    let bad = |message: String| Error::BadArguments {
+/// A refusal of a call of the user kernel `kernel`, as the overload `NS.OP.default` it runs.
+fn kernel_error(kernel: &ttpu_ir::Kernel, message: String) -> Error {
+    Error::BadArguments {
         at: eager_location(),
         op: format!("{}.default", kernel.name.replace("::", ".")),
         node: kernel.name.rsplit("::").next().unwrap_or_default().to_owned(),
         message,
-    };
+    }
+}
+
+/// Checks that a call of the user kernel `kernel` passes what a kernel takes: tensors only,
+/// positionally, each argument one operand in order (`args[i]` is `Arg::Tensor(i)`), the rule the
+/// `.fx` import applies to a kernel's node. A number or a list among the arguments would otherwise
+/// be dropped without a word, since a kernel's template reads its operands only; their types are
+/// [`build_kernel`]'s to check.
+pub fn check_kernel_call(kernel: &ttpu_ir::Kernel, args: &[Arg], kwargs: &[(String, Arg)]) -> Result<()> {
+    if let Some((name, _)) = kwargs.first() {
+        return Err(kernel_error(
+            kernel,
+            format!("kernel `{}` takes tensors positionally, not `{name}=`", kernel.name),
+        ));
+    }
+    for (index, arg) in args.iter().enumerate() {
+        if *arg != Arg::Tensor(index) {
+            return Err(kernel_error(kernel, format!("argument {index} of kernel `{}` is not a tensor", kernel.name)));
+        }
+    }
+    Ok(())
+}
+
+/// Builds a call of the user kernel `kernel` (see [`crate::Kernels::for_overload`]) on
+/// `operands` into a template: one `kernel` node, its results contiguous and fresh. Operands of
+/// other types than the kernel's are refused, naming the kernel and the argument.
+pub fn build_kernel(kernel: &Arc<ttpu_ir::Kernel>, operands: &[Operand]) -> Result<Built> {
+    let bad = |message: String| kernel_error(kernel, message);
     if operands.len() != kernel.inputs.len() {
         return Err(bad(format!(
             "kernel `{}` takes {} tensors, the call passes {}",
@@ -370,11 +395,17 @@ pub fn build_kernel(kernel: &Arc<ttpu_ir::Kernel>, operands: &[Operand]) -> Resu
         values.push(b.input(operand.ty.clone(), None));
     }
     let results = b.kernel(kernel.clone(), &values).map_err(|error| bad(error.to_string()))?;
+    // Registries only take kernels of static types; one built by hand may not be.
     let strides = kernel
         .results
         .iter()
-        .map(|ty| Strides::contiguous(&ty.shape.as_static().expect("kernel types are static")))
-        .collect();
+        .map(|ty| {
+            let dims = ty.shape.as_static().ok_or_else(|| {
+                bad(format!("kernel `{}` has the result type {ty}; kernel types are static", kernel.name))
+            })?;
+            Ok(Strides::contiguous(&dims))
+        })
+        .collect::<Result<Vec<_>>>()?;
     let output = match results.len() {
         1 => Output::Tensor(0),
         count => Output::List((0..count).map(Output::Tensor).collect()),

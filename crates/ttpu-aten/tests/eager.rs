@@ -154,4 +154,44 @@ fn a_user_kernel_builds_into_a_template_of_one_kernel_node() {
     );
     let error = build_kernel(&kernel, &[]).unwrap_err();
     assert!(error.to_string().ends_with("kernel `mylib::pair` takes 1 tensors, the call passes 0"), "{error}");
+    // A kernel built by hand with a symbolic result is an error, not a panic.
+    let symbolic = Arc::new(ttpu_ir::Kernel {
+        results: vec![ttpu_ir::TensorType::new(
+            ttpu_ir::DType::F32,
+            ttpu_ir::Shape(std::iter::once(ttpu_ir::Dim::Sym("s0".into())).collect()),
+        )],
+        ..(*kernel).clone()
+    });
+    let error = build_kernel(&symbolic, &[operand(&[2, 3])]).unwrap_err();
+    assert!(
+        error.to_string().ends_with("`kernel`: `mylib::pair` has the symbolic type f32[s0]; kernel types are static"),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_user_kernel_takes_tensors_positionally_and_nothing_else() {
+    use ttpu_aten::eager::check_kernel_call;
+    let ty = ttpu_ir::TensorType::new(ttpu_ir::DType::F32, ttpu_ir::Shape::from_static(&[2]));
+    let kernel = ttpu_ir::Kernel {
+        name: "mylib::mix".into(),
+        inputs: vec![ty.clone(), ty.clone()],
+        results: vec![ty],
+        body: ttpu_ir::KernelBody::Host,
+    };
+    check_kernel_call(&kernel, &[Arg::Tensor(0), Arg::Tensor(1)], &[]).unwrap();
+    let refused =
+        |args: &[Arg], kwargs: &[(String, Arg)]| check_kernel_call(&kernel, args, kwargs).unwrap_err().to_string();
+    assert_eq!(
+        refused(&[Arg::Tensor(0), Arg::Float(0.5)], &[]),
+        "<eager>:1:1: `mylib.mix.default` at node `mix`: argument 1 of kernel `mylib::mix` is not a tensor"
+    );
+    assert_eq!(
+        refused(&[Arg::List(vec![Arg::Tensor(0), Arg::Tensor(1)])], &[]),
+        "<eager>:1:1: `mylib.mix.default` at node `mix`: argument 0 of kernel `mylib::mix` is not a tensor"
+    );
+    assert_eq!(
+        refused(&[Arg::Tensor(0)], &[("other".into(), Arg::Tensor(1))]),
+        "<eager>:1:1: `mylib.mix.default` at node `mix`: kernel `mylib::mix` takes tensors positionally, not `other=`"
+    );
 }

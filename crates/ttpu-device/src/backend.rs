@@ -17,13 +17,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use indexmap::IndexMap;
-use ttpu_aten::eager::{self, Arg, Inverse, Operand, Output, Strides};
+use ttpu_aten::eager::{self, Arg, Inverse, Operand, Output, Strides, Template};
 use ttpu_aten::ops::OpDef;
-use ttpu_ir::{DType, Shape, TensorType};
+use ttpu_ir::{DType, Kernel, Shape, TensorType};
 use ttpu_runtime::Runtime;
 
 use crate::collective::Collectives;
-use crate::memo::{Entry, Lookup, Memo};
+use crate::memo::{Entry, KernelEntry, Lookup, Memo};
 use crate::tensor::{self, DeviceTensor, Memory, Meta, TensorState, ViewStep};
 use crate::{Error, Result};
 
@@ -91,6 +91,8 @@ struct Registered {
     spec: OpSpec,
     /// The table's entry that runs it, `None` when the table has none.
     def: Option<&'static OpDef>,
+    /// The user kernel that runs it instead (a custom op; see [`Backend::register_kernel`]).
+    kernel: Option<Arc<Kernel>>,
 }
 
 /// Host data: a CPU tensor's dtype, sizes and row-major bytes.
@@ -312,13 +314,39 @@ impl Backend {
             },
         };
         let mut ops = self.inner.ops.write()?;
-        ops.push(Registered { spec, def });
+        ops.push(Registered { spec, def, kernel: None });
         Ok(OpId(ops.len() - 1))
     }
 
-    /// Whether the table can run the overload `id`.
+    /// Registers an overload that the user kernel `kernel` runs (a custom op, `mylib.foo.default`
+    /// for the kernel `mylib::foo`): each call passes its tensors positionally to the kernel,
+    /// whose operand types are static, and its results are new contiguous tensors. Only a
+    /// functional overload can be a kernel's: one that writes or aliases its arguments is
+    /// [`Error::KernelNotFunctional`].
+    pub fn register_kernel(&self, spec: OpSpec, kernel: Arc<Kernel>) -> Result<OpId> {
+        if spec.kind != OpKind::Functional {
+            return Err(Error::KernelNotFunctional { op: spec.name, kernel: kernel.name.to_string() });
+        }
+        if let Some(ty) = kernel.inputs.iter().chain(&kernel.results).find(|ty| !ty.shape.is_static()) {
+            return Err(Error::BadKernel {
+                kernel: kernel.name.to_string(),
+                message: format!("the type {ty} is symbolic; kernel types are static"),
+            });
+        }
+        if kernel.results.is_empty() {
+            return Err(Error::BadKernel {
+                kernel: kernel.name.to_string(),
+                message: "a kernel has at least one result".into(),
+            });
+        }
+        let mut ops = self.inner.ops.write()?;
+        ops.push(Registered { spec, def: None, kernel: Some(kernel) });
+        Ok(OpId(ops.len() - 1))
+    }
+
+    /// Whether the overload `id` can run: the table has it, or a kernel runs it.
     pub fn supports(&self, id: OpId) -> Result<bool> {
-        Ok(self.inner.ops.read()?.get(id.0).is_some_and(|op| op.def.is_some()))
+        Ok(self.inner.ops.read()?.get(id.0).is_some_and(|op| op.def.is_some() || op.kernel.is_some()))
     }
 
     /// The execution mode.
@@ -458,19 +486,27 @@ impl Backend {
         device: Option<usize>,
     ) -> Result<Returned> {
         self.inner.counters.calls.fetch_add(1, Ordering::Relaxed);
-        let (spec, def) = {
+        let (spec, def, kernel) = {
             let ops = self.inner.ops.read()?;
             let registered = ops
                 .get(op.0)
                 .ok_or_else(|| Error::Call { op: format!("op {}", op.0), message: "was never registered".into() })?;
-            (registered.spec.clone(), registered.def)
+            (registered.spec.clone(), registered.def, registered.kernel.clone())
         };
+        if let Some(kernel) = kernel {
+            // Registered as functional (`register_kernel` refuses any other kind).
+            let flat = self.flatten(&spec.name, args, kwargs, device)?;
+            let (entry, results) = self.record_kernel(&spec.name, &kernel, &flat)?;
+            let template = &entry.template;
+            return self.fresh(&spec.name, template, &template.output, &results, flat.device);
+        }
         let def = def.ok_or_else(|| Error::Unsupported { op: spec.name.clone() })?;
         match &spec.kind {
             OpKind::Functional => {
                 let flat = self.flatten(&spec.name, args, kwargs, device)?;
                 let (entry, results) = self.record(def, &flat)?;
-                self.fresh(&entry, &entry.family.template.output, &results, flat.device)
+                let template = &entry.family.template;
+                self.fresh(&spec.name, template, &template.output, &results, flat.device)
             }
             OpKind::View => self.view(&spec.name, def, args, kwargs, device),
             OpKind::Mutating { written, fresh } => self.mutate(&spec.name, def, args, kwargs, device, written, *fresh),
@@ -623,6 +659,36 @@ impl Backend {
         })
     }
 
+    /// The template of a call of `kernel` (the overload `op`), after checking that the call passes
+    /// its tensors as a kernel takes them (`args` and `kwargs` as the table's, tensors numbered by
+    /// operand).
+    pub(crate) fn kernel_entry(
+        &self,
+        op: &str,
+        kernel: &Arc<Kernel>,
+        args: &[Arg],
+        kwargs: &[(String, Arg)],
+        operands: &[Operand],
+    ) -> Result<Arc<KernelEntry>> {
+        // Checked on every call, before the memo, which is keyed by the operands alone.
+        eager::check_kernel_call(kernel, args, kwargs).map_err(|error| Error::from_table(op, error))?;
+        self.inner.memo.lock()?.kernel(op, kernel, operands)
+    }
+
+    /// Records a call of `kernel` (the overload `op`) on `flat`'s operands: one step of the lazy
+    /// tape, as any call.
+    fn record_kernel(
+        &self,
+        op: &str,
+        kernel: &Arc<Kernel>,
+        flat: &Flat,
+    ) -> Result<(Arc<KernelEntry>, Vec<ttpu_eager::Tensor>)> {
+        let entry = self.kernel_entry(op, kernel, &flat.args, &flat.kwargs, &flat.operands)?;
+        let operands: Vec<&ttpu_eager::Tensor> = flat.values.iter().collect();
+        let results = self.device(flat.device)?.call(&entry.call, &operands)?;
+        Ok((entry, results))
+    }
+
     /// Fresh generator states for `count` draws, uploaded.
     fn rng_states(&self, device: usize, count: usize) -> Result<Vec<ttpu_eager::Tensor>> {
         let mut states = Vec::with_capacity(count);
@@ -639,12 +705,19 @@ impl Backend {
         Ok(states)
     }
 
-    /// New tensors for a call's results.
-    fn fresh(&self, entry: &Entry, output: &Output, results: &[ttpu_eager::Tensor], device: usize) -> Result<Returned> {
+    /// New tensors for the results of a call of `op` built into `template`.
+    fn fresh(
+        &self,
+        op: &str,
+        template: &Template,
+        output: &Output,
+        results: &[ttpu_eager::Tensor],
+        device: usize,
+    ) -> Result<Returned> {
         Ok(match output {
             Output::Tensor(index) => {
-                let value = results.get(*index).ok_or_else(|| lost(entry))?;
-                let strides = entry.family.template.strides.get(*index).cloned().ok_or_else(|| lost(entry))?;
+                let value = results.get(*index).ok_or_else(|| lost(op))?;
+                let strides = template.strides.get(*index).cloned().ok_or_else(|| lost(op))?;
                 let meta = Meta { dtype: value.dtype(), strides };
                 Returned::Tensor(DeviceTensor::fresh(device, meta, value.clone(), self.memory(device)?))
             }
@@ -652,7 +725,7 @@ impl Backend {
             Output::Bool(value) => Returned::Bool(*value),
             Output::None => Returned::None,
             Output::List(items) => Returned::List(
-                items.iter().map(|item| self.fresh(entry, item, results, device)).collect::<Result<_>>()?,
+                items.iter().map(|item| self.fresh(op, template, item, results, device)).collect::<Result<_>>()?,
             ),
         })
     }
@@ -711,8 +784,8 @@ impl Backend {
     ) -> Result<Returned> {
         Ok(match output {
             Output::Tensor(index) => {
-                let value = results.get(*index).ok_or_else(|| lost(entry))?;
-                let strides = entry.family.template.strides.get(*index).cloned().ok_or_else(|| lost(entry))?;
+                let value = results.get(*index).ok_or_else(|| lost(entry.op))?;
+                let strides = entry.family.template.strides.get(*index).cloned().ok_or_else(|| lost(entry.op))?;
                 let step = ViewStep {
                     entry: Arc::clone(entry),
                     args: args.to_vec(),
@@ -778,14 +851,14 @@ impl Backend {
                     message: format!("its functional form `{}` gives fewer results than it writes", def.name),
                 })?;
                 next += 1;
-                let value = results.get(index).ok_or_else(|| lost(&entry))?.clone();
+                let value = results.get(index).ok_or_else(|| lost(entry.op))?.clone();
                 self.write(op, tensor, value)?;
             }
         }
         let mut fresh_results = Vec::with_capacity(fresh);
         for &index in outputs.iter().take(fresh) {
-            let value = results.get(index).ok_or_else(|| lost(&entry))?;
-            let strides = entry.family.template.strides.get(index).cloned().ok_or_else(|| lost(&entry))?;
+            let value = results.get(index).ok_or_else(|| lost(entry.op))?;
+            let strides = entry.family.template.strides.get(index).cloned().ok_or_else(|| lost(entry.op))?;
             let meta = Meta { dtype: value.dtype(), strides };
             fresh_results.push(Returned::Tensor(DeviceTensor::fresh(
                 flat.device,
@@ -885,8 +958,8 @@ fn flatten_output(output: &Output, out: &mut Vec<usize>) {
     }
 }
 
-fn lost(entry: &Entry) -> Error {
-    Error::Call { op: entry.op.to_string(), message: "its template lost a result (a ttpu bug)".into() }
+fn lost(op: &str) -> Error {
+    Error::Call { op: op.to_string(), message: "its template lost a result (a ttpu bug)".into() }
 }
 
 fn bump(map: &Mutex<BTreeMap<String, u64>>, key: &str) -> Result<()> {

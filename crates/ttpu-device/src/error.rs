@@ -22,6 +22,26 @@ pub enum Error {
         /// What is wrong.
         message: String,
     },
+    /// A kernel registered for an overload that PyTorch says writes or aliases its arguments: a
+    /// kernel gives new tensors only.
+    #[error(
+        "`{op}` mutates or aliases its arguments, and its kernel `{kernel}` can only stand for a custom op \
+         that returns new tensors (`mutates_args=()`) on the ttpu device"
+    )]
+    KernelNotFunctional {
+        /// The overload.
+        op: String,
+        /// The kernel's name.
+        kernel: String,
+    },
+    /// A kernel that cannot run on the device.
+    #[error("kernel `{kernel}`: {message}")]
+    BadKernel {
+        /// The kernel's name.
+        kernel: String,
+        /// What is wrong.
+        message: String,
+    },
     /// Operands on different devices.
     #[error("Expected all tensors to be on the same device, but found at least two devices, {first} and {second}!")]
     DeviceMismatch {

@@ -6,13 +6,16 @@
 //! table's eager entry point (templates shared with eager calls through the memo) and inlined;
 //! floats the template takes as inputs are constants of the graph here (a compiled graph's
 //! numbers are part of it, as Dynamo guards them), and each random draw reads a generator state
-//! from an input of its own, so every run of the program draws new numbers.
+//! from an input of its own, so every run of the program draws new numbers. A custom op's call is
+//! its user kernel's template ([`Recorder::call_kernel`]), the same one eager calls record.
 //! A [`Program`] runs on device tensors ([`Backend::run_program`]): one step on the lazy tape,
 //! so a compiled forward, its backward and an eager optimizer step still fuse into one flush.
 
-use ttpu_aten::eager::{self, Arg, Operand, Output, Strides};
+use std::sync::Arc;
+
+use ttpu_aten::eager::{self, Arg, Operand, Output, Strides, Template};
 use ttpu_eager::CallGraph;
-use ttpu_ir::{DType, GraphBuilder, Literal, Shape, TensorType, ValueId};
+use ttpu_ir::{DType, GraphBuilder, Kernel, Literal, Shape, TensorType, ValueId};
 
 use crate::memo::Lookup;
 use crate::tensor::{DeviceTensor, Meta};
@@ -41,6 +44,16 @@ pub struct Recorder {
     values: Vec<(ValueId, Strides)>,
     inputs: usize,
     rng_states: Vec<ValueId>,
+}
+
+/// A call of a recorder with its tensors numbered by operand, as the table numbers them.
+struct Renumbered {
+    args: Vec<Arg>,
+    kwargs: Vec<(String, Arg)>,
+    /// The recorder's value of each operand.
+    values: Vec<usize>,
+    /// Each operand's type and strides.
+    operands: Vec<Operand>,
 }
 
 /// A recorded graph, ready to run on the device.
@@ -139,22 +152,8 @@ impl Recorder {
     /// recorder (`Arg::Tensor(value index)`).
     pub fn call(&mut self, op: &str, args: &[Arg], kwargs: &[(String, Arg)]) -> Result<Recorded> {
         let def = eager::lookup(op).ok_or_else(|| Error::Unsupported { op: op.to_string() })?;
-        // The table numbers a call's tensors by operand: renumber the recorder's values.
-        let mut operands: Vec<usize> = Vec::new();
-        let mut renumber = |arg: &Arg| self.renumber(arg, &mut operands);
-        let args = args.iter().map(&mut renumber).collect::<Result<Vec<_>>>()?;
-        let kwargs = kwargs.iter().map(|(name, arg)| Ok((name.clone(), renumber(arg)?))).collect::<Result<Vec<_>>>()?;
-        let described: Vec<Operand> = operands
-            .iter()
-            .map(|&index| {
-                let (value, strides) = &self.values[index];
-                Operand {
-                    ty: self.builder.ty(*value).clone(),
-                    strides: (!strides.is_contiguous()).then(|| strides.clone()),
-                }
-            })
-            .collect();
-        let lookup = self.backend.lookup(def, &args, &kwargs, &described)?;
+        let call = self.renumbered(args, kwargs)?;
+        let lookup = self.backend.lookup(def, &call.args, &call.kwargs, &call.operands)?;
         let entry = match lookup {
             Lookup::Entry(entry) => entry,
             Lookup::Sizes(_) => {
@@ -164,14 +163,53 @@ impl Recorder {
                 });
             }
         };
-        let template = &entry.family.template;
-        let mut call_args: Vec<ValueId> = operands.iter().map(|&index| self.values[index].0).collect();
+        self.inline(op, &entry.family.template, &call)
+    }
+
+    /// Records a call of the user kernel `kernel` (a custom op, the overload `op`) on `args` and
+    /// `kwargs` as [`Recorder::call`] does: its template is the one eager calls of the kernel
+    /// record, and a call of other types than the kernel's is its error.
+    pub fn call_kernel(
+        &mut self,
+        op: &str,
+        kernel: &Arc<Kernel>,
+        args: &[Arg],
+        kwargs: &[(String, Arg)],
+    ) -> Result<Recorded> {
+        let call = self.renumbered(args, kwargs)?;
+        let entry = self.backend.kernel_entry(op, kernel, &call.args, &call.kwargs, &call.operands)?;
+        self.inline(op, &entry.template, &call)
+    }
+
+    /// The call with its tensors numbered by operand, as the table numbers them.
+    fn renumbered(&self, args: &[Arg], kwargs: &[(String, Arg)]) -> Result<Renumbered> {
+        let mut values: Vec<usize> = Vec::new();
+        let mut renumber = |arg: &Arg| self.renumber(arg, &mut values);
+        let args = args.iter().map(&mut renumber).collect::<Result<Vec<_>>>()?;
+        let kwargs = kwargs.iter().map(|(name, arg)| Ok((name.clone(), renumber(arg)?))).collect::<Result<Vec<_>>>()?;
+        let operands = values
+            .iter()
+            .map(|&index| {
+                let (value, strides) = &self.values[index];
+                Operand {
+                    ty: self.builder.ty(*value).clone(),
+                    strides: (!strides.is_contiguous()).then(|| strides.clone()),
+                }
+            })
+            .collect();
+        Ok(Renumbered { args, kwargs, values, operands })
+    }
+
+    /// Inlines `template`, built for `call` of `op`; its generator states become inputs of the
+    /// graph and its float inputs constants.
+    fn inline(&mut self, op: &str, template: &Template, call: &Renumbered) -> Result<Recorded> {
+        let mut call_args: Vec<ValueId> = call.values.iter().map(|&index| self.values[index].0).collect();
         for _ in 0..template.rng_states {
             let state = self.builder.input(TensorType::from_static(DType::U64, &[2]), None);
             self.rng_states.push(state);
             call_args.push(state);
         }
-        let floats = eager::floats(&args, &kwargs);
+        let floats = eager::floats(&call.args, &call.kwargs);
         let scalars = template.scalar_inputs(&floats).map_err(|error| Error::from_table(op, error))?;
         for (dtype, count, data) in scalars {
             let literal = Literal::from_bytes(dtype, &[count as i64], data)

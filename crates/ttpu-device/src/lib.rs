@@ -16,6 +16,11 @@
 //!
 //! This crate knows ATen overloads only through the table's eager entry point and what PyTorch
 //! says of an overload ([`OpKind`]); it holds no op semantics of its own.
+//!
+//! A custom op (`mylib.foo.default`) runs the user kernel its caller registers for it
+//! ([`Backend::register_kernel`], [`Recorder::call_kernel`]): the table's eager entry point builds
+//! the call into one `kernel` node (`ttpu_aten::eager::build_kernel`), which is recorded and fused
+//! like any other call.
 
 #![warn(missing_docs)]
 
@@ -38,5 +43,5 @@ pub use ttpu_aten::eager::{Arg, Strides};
 pub fn table_has(name: &str) -> bool {
     ttpu_aten::eager::lookup(name).is_some()
 }
-pub use ttpu_ir::{DType, Mesh, Shape, Sharding, TensorType};
+pub use ttpu_ir::{DType, Kernel, KernelBody, Mesh, Shape, Sharding, TensorType};
 pub use ttpu_runtime::Runtime;

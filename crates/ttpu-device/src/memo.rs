@@ -6,15 +6,20 @@
 //! correction changed since; the family then checks the call (`Family::admits`), and a call it
 //! admits runs the family's template, which is the same compiled program. Both tables start over
 //! when they grow past a bound, which costs only rebuilding.
+//!
+//! User kernels have a table of their own, by kernel and operand types: a kernel's template is
+//! one `kernel` node whatever the call's strides (it reads the operands' values), and only a call
+//! of the kernel's own types builds one; any other is `build_kernel`'s error, never cached.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::sync::Arc;
 
 use indexmap::IndexMap;
-use ttpu_aten::eager::{self, Arg, Built, Family, Operand};
+use ttpu_aten::eager::{self, Arg, Built, Family, Operand, Template};
 use ttpu_aten::ops::OpDef;
 use ttpu_eager::CallGraph;
+use ttpu_ir::{Kernel, TensorType};
 
 use crate::{Error, Result};
 
@@ -27,6 +32,19 @@ pub struct Entry {
     pub def: &'static OpDef,
     /// The template and how it was built.
     pub family: Family,
+    /// The template's graph, as a step of the lazy tape.
+    pub call: CallGraph,
+}
+
+/// A built call of a user kernel.
+#[derive(Debug)]
+pub struct KernelEntry {
+    /// The kernel (kept, so that an entry is found again only for this kernel).
+    pub kernel: Arc<Kernel>,
+    /// The operand types it was built for (the kernel's own).
+    pub operands: Vec<TensorType>,
+    /// One `kernel` node: its results contiguous and fresh.
+    pub template: Arc<Template>,
     /// The template's graph, as a step of the lazy tape.
     pub call: CallGraph,
 }
@@ -113,9 +131,12 @@ pub(crate) struct Memo {
     exact: Table<Arc<Entry>>,
     families: Table<Arc<Entry>>,
     sizes: Table<Arc<CallGraph>>,
-    /// Entries in `exact` and `sizes`, and in `families`.
+    /// Kernel calls by the hash of the kernel's name and the operand types.
+    kernels: HashMap<u64, Vec<Arc<KernelEntry>>, BuildHasherDefault<ttpu_runtime::FxHasher>>,
+    /// Entries in `exact` and `sizes`, in `families`, and in `kernels`.
     count: usize,
     family_count: usize,
+    kernel_count: usize,
     /// Templates built so far (for statistics).
     pub(crate) built: u64,
 }
@@ -190,5 +211,47 @@ impl Memo {
                 Ok(Lookup::Sizes(call))
             }
         }
+    }
+
+    /// The template of a call of `kernel` (the overload `op`) on `operands`, built on first sight.
+    pub(crate) fn kernel(&mut self, op: &str, kernel: &Arc<Kernel>, operands: &[Operand]) -> Result<Arc<KernelEntry>> {
+        let mut hasher = ttpu_runtime::FxHasher::default();
+        kernel.name.hash(&mut hasher);
+        for operand in operands {
+            operand.ty.hash(&mut hasher);
+        }
+        let hash = hasher.finish();
+        // Two kernels of one name are one only if they are the same kernel (types and module
+        // bytes): a template of another's module would compute other numbers.
+        let same = |entry: &&Arc<KernelEntry>| {
+            (Arc::ptr_eq(&entry.kernel, kernel) || entry.kernel == *kernel)
+                && entry.operands.iter().eq(operands.iter().map(|operand| &operand.ty))
+        };
+        if let Some(entry) = self.kernels.get(&hash).and_then(|bucket| bucket.iter().find(same)) {
+            return Ok(Arc::clone(entry));
+        }
+        let family = match eager::build_kernel(kernel, operands).map_err(|error| Error::from_table(op, error))? {
+            Built::Template(family) => family,
+            Built::Sizes(_) => {
+                return Err(Error::Call {
+                    op: op.to_string(),
+                    message: "a kernel call asked for a size program".into(),
+                });
+            }
+        };
+        self.built += 1;
+        if self.kernel_count >= CAPACITY {
+            self.kernels.clear();
+            self.kernel_count = 0;
+        }
+        let entry = Arc::new(KernelEntry {
+            kernel: Arc::clone(kernel),
+            operands: operands.iter().map(|operand| operand.ty.clone()).collect(),
+            call: CallGraph::new(family.template.graph.clone())?,
+            template: family.template,
+        });
+        self.kernels.entry(hash).or_default().push(Arc::clone(&entry));
+        self.kernel_count += 1;
+        Ok(entry)
     }
 }

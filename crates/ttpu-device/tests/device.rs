@@ -1,7 +1,11 @@
 //! The device through its Rust API, as PyTorch's dispatcher drives it: views that share storage,
-//! writes through views, floats as program inputs, errors in PyTorch's words.
+//! writes through views, floats as program inputs, errors in PyTorch's words; custom ops run by user
+//! kernels (StableHLO and host), eager and in recorded graphs.
 
-use ttpu_device::{Backend, DType, DeviceTensor, HostTensor, OpId, OpKind, OpSpec, Returned, Runtime, Value};
+use ttpu_device::{
+    Backend, DType, DeviceTensor, HostTensor, Kernel, KernelBody, OpId, OpKind, OpSpec, Returned, Runtime, Shape,
+    TensorType, Value,
+};
 
 fn backend() -> Backend {
     Backend::new(Runtime::cpu().expect("the CPU plugin (cargo xtask setup)")).unwrap()
@@ -158,4 +162,197 @@ fn a_recorded_graph_runs_as_one_step_on_device_tensors() {
     assert_eq!(values(&backend, &results[1]), vec![4.0, 5.0, 10.0, 11.0]);
     let error = backend.run_program(&program, &[ws, xs]).unwrap_err();
     assert_eq!(error.to_string(), "compiled graph: input 0 is f32[3, 2], the graph was compiled for f32[2, 3]");
+}
+
+/// SiLU on `f32[2, 3]` as a StableHLO module (generic op form, as registries take it).
+const SILU: &str = r#"module {
+  func.func @main(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+    %gate = "stablehlo.logistic"(%x) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+    %res = "stablehlo.multiply"(%x, %gate) : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+    return %res : tensor<2x3xf32>
+  }
+}"#;
+
+fn silu_kernel() -> std::sync::Arc<Kernel> {
+    let ty = TensorType::new(DType::F32, Shape::from_static(&[2, 3]));
+    std::sync::Arc::new(Kernel {
+        name: "mylib::silu".into(),
+        inputs: vec![ty.clone()],
+        results: vec![ty],
+        body: KernelBody::StableHlo(SILU.into()),
+    })
+}
+
+fn silu(x: f32) -> f32 {
+    x / (1.0 + (-x).exp())
+}
+
+fn assert_close(got: &[f32], want: &[f32]) {
+    assert_eq!(got.len(), want.len(), "{got:?} vs {want:?}");
+    for (a, b) in got.iter().zip(want) {
+        assert!((a - b).abs() <= 1e-5 * b.abs().max(1.0), "{got:?} vs {want:?}");
+    }
+}
+
+fn functional(name: &str) -> OpSpec {
+    OpSpec { name: name.into(), kind: OpKind::Functional, functional: None }
+}
+
+#[test]
+fn a_custom_ops_kernel_runs_deferred_and_fused_with_its_neighbours() {
+    let backend = backend();
+    let kernel = backend.register_kernel(functional("mylib.silu.default"), silu_kernel()).unwrap();
+    assert!(backend.supports(kernel).unwrap());
+    let mul = op(&backend, "aten.mul.Tensor", OpKind::Functional);
+    let add = op(&backend, "aten.add.Tensor", OpKind::Functional);
+    let data = [-2.0f32, -0.5, 0.0, 0.5, 1.0, 3.0];
+    let x = backend.upload(0, &f32s(&data, &[2, 3])).unwrap();
+    let doubled = call(&backend, mul, vec![Value::Tensor(x.clone()), Value::Float(2.0)]);
+    let activated = call(&backend, kernel, vec![Value::Tensor(doubled)]);
+    assert_eq!(activated.meta().unwrap().strides, ttpu_device::Strides::contiguous(&[2, 3]));
+    let out = call(&backend, add, vec![Value::Tensor(activated.clone()), Value::Int(1)]);
+    assert_eq!(backend.stats().unwrap().executions, 0, "nothing ran yet");
+    let want: Vec<f32> = data.iter().map(|&x| silu(2.0 * x) + 1.0).collect();
+    assert_close(&values(&backend, &out), &want);
+    let stats = backend.stats().unwrap();
+    assert_eq!((stats.executions, stats.compiles), (1, 1), "one program for the three calls: {stats:?}");
+    let want: Vec<f32> = data.iter().map(|&x| silu(2.0 * x)).collect();
+    assert_close(&values(&backend, &activated), &want);
+    assert_eq!(backend.stats().unwrap().executions, 1, "the kernel's result came from the same program");
+
+    // Another call of the kernel builds nothing; a view operand passes its values, not its memory.
+    let templates = backend.stats().unwrap().templates;
+    let t = op(&backend, "aten.t.default", OpKind::View);
+    let wide = backend.upload(0, &f32s(&data, &[3, 2])).unwrap();
+    let transposed = call(&backend, t, vec![Value::Tensor(wide)]);
+    assert!(!transposed.meta().unwrap().strides.is_contiguous());
+    let activated = call(&backend, kernel, vec![Value::Tensor(transposed)]);
+    let want: Vec<f32> = [0, 2, 4, 1, 3, 5].iter().map(|&i| silu(data[i])).collect();
+    assert_close(&values(&backend, &activated), &want);
+    assert_eq!(backend.stats().unwrap().templates, templates + 1, "only `t` built a template");
+}
+
+#[test]
+fn a_kernel_call_of_other_types_or_arguments_is_the_kernels_error() {
+    let backend = backend();
+    let kernel = backend.register_kernel(functional("mylib.silu.default"), silu_kernel()).unwrap();
+    let refused = |args: Vec<Value>, kwargs: Vec<(String, Value)>| {
+        backend.dispatch(kernel, &args, &kwargs, None).unwrap_err().to_string()
+    };
+    let doubles = HostTensor {
+        dtype: DType::F64,
+        dims: vec![2, 3],
+        data: [0.0f64; 6].iter().flat_map(|v| v.to_le_bytes()).collect(),
+    };
+    let doubles = backend.upload(0, &doubles).unwrap();
+    assert_eq!(
+        refused(vec![Value::Tensor(doubles)], vec![]),
+        "mylib.silu.default: argument 0 is f64[2, 3], but kernel `mylib::silu` takes f32[2, 3]"
+    );
+    let short = backend.upload(0, &f32s(&[1.0, 2.0, 3.0], &[3])).unwrap();
+    assert_eq!(
+        refused(vec![Value::Tensor(short)], vec![]),
+        "mylib.silu.default: argument 0 is f32[3], but kernel `mylib::silu` takes f32[2, 3]"
+    );
+    let x = backend.upload(0, &f32s(&[0.0; 6], &[2, 3])).unwrap();
+    // The right operand types with an argument the kernel cannot take: refused, though the
+    // kernel's template for those types is built already.
+    call(&backend, kernel, vec![Value::Tensor(x.clone())]);
+    assert_eq!(
+        refused(vec![Value::Tensor(x.clone()), Value::Float(0.5)], vec![]),
+        "mylib.silu.default: argument 1 of kernel `mylib::silu` is not a tensor"
+    );
+    assert_eq!(
+        refused(vec![], vec![("x".into(), Value::Tensor(x.clone()))]),
+        "mylib.silu.default: kernel `mylib::silu` takes tensors positionally, not `x=`"
+    );
+    assert_eq!(refused(vec![], vec![]), "mylib.silu.default: kernel `mylib::silu` takes 1 tensors, the call passes 0");
+    assert_eq!(backend.stats().unwrap().executions, 0, "a refused call records nothing");
+
+    let written = OpSpec {
+        name: "mylib.silu_.default".into(),
+        kind: OpKind::Mutating { written: vec![(0, "x".into())], fresh: 0 },
+        functional: None,
+    };
+    let error = backend.register_kernel(written, silu_kernel()).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "`mylib.silu_.default` mutates or aliases its arguments, and its kernel `mylib::silu` can only stand for a \
+         custom op that returns new tensors (`mutates_args=()`) on the ttpu device"
+    );
+    let symbolic = Kernel {
+        inputs: vec![TensorType::new(DType::F32, Shape(std::iter::once(ttpu_ir::Dim::Sym("s0".into())).collect()))],
+        ..(*silu_kernel()).clone()
+    };
+    let error = backend.register_kernel(functional("mylib.silu.default"), symbolic.into()).unwrap_err();
+    assert_eq!(error.to_string(), "kernel `mylib::silu`: the type f32[s0] is symbolic; kernel types are static");
+}
+
+#[test]
+fn a_host_kernel_with_two_results_gives_two_fresh_tensors() {
+    let f32s3 = TensorType::new(DType::F32, Shape::from_static(&[3]));
+    ttpu_runtime::register_host_kernel(
+        "devicetest::shift_square",
+        std::sync::Arc::new(|inputs, outputs| {
+            let x: Vec<f32> =
+                inputs[0].data.chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes"))).collect();
+            let (shifted, squared) = outputs.split_at_mut(1);
+            for (i, v) in x.iter().enumerate() {
+                shifted[0].data[4 * i..4 * i + 4].copy_from_slice(&(v + 1.0).to_le_bytes());
+                squared[0].data[4 * i..4 * i + 4].copy_from_slice(&(v * v).to_le_bytes());
+            }
+            Ok(())
+        }),
+    )
+    .unwrap();
+    let kernel = Kernel {
+        name: "devicetest::shift_square".into(),
+        inputs: vec![f32s3.clone()],
+        results: vec![f32s3.clone(), f32s3],
+        body: KernelBody::Host,
+    };
+    let backend = backend();
+    let id = backend.register_kernel(functional("devicetest.shift_square.default"), kernel.into()).unwrap();
+    let x = backend.upload(0, &f32s(&[1.0, -2.0, 3.0], &[3])).unwrap();
+    let Returned::List(results) = backend.dispatch(id, &[Value::Tensor(x)], &[], None).unwrap() else {
+        panic!("two results")
+    };
+    let [shifted, squared] = <[Returned; 2]>::try_from(results).unwrap().map(tensor);
+    assert_ne!(shifted.storage_id().unwrap(), squared.storage_id().unwrap());
+    assert_eq!(values(&backend, &shifted), vec![2.0, -1.0, 4.0]);
+    assert_eq!(values(&backend, &squared), vec![1.0, 4.0, 9.0]);
+}
+
+#[test]
+fn a_recorded_graph_calls_a_kernel_with_the_eager_calls_template() {
+    use ttpu_device::{Arg, Recorded, Strides};
+    let backend = backend();
+    let kernel = silu_kernel();
+    let mut recorder = backend.recorder();
+    let x = recorder.input(DType::F32, Strides::contiguous(&[2, 3])).unwrap() as usize;
+    let scaled = match recorder.call("aten.mul.Tensor", &[Arg::Tensor(x), Arg::Float(0.5)], &[]).unwrap() {
+        Recorded::Value(index, ..) => index as usize,
+        other => panic!("{other:?}"),
+    };
+    let activated = match recorder.call_kernel("mylib.silu.default", &kernel, &[Arg::Tensor(scaled)], &[]).unwrap() {
+        Recorded::Value(index, DType::F32, strides) => {
+            assert_eq!(strides, Strides::contiguous(&[2, 3]));
+            index
+        }
+        other => panic!("{other:?}"),
+    };
+    let error = recorder.call_kernel("mylib.silu.default", &kernel, &[Arg::Tensor(x), Arg::Int(1)], &[]).unwrap_err();
+    assert_eq!(error.to_string(), "mylib.silu.default: argument 1 of kernel `mylib::silu` is not a tensor");
+    let program = recorder.finish(&[activated]).unwrap();
+    let templates = backend.stats().unwrap().templates;
+    let data = [-3.0f32, -1.0, 0.0, 1.0, 2.0, 4.0];
+    let xs = backend.upload(0, &f32s(&data, &[2, 3])).unwrap();
+    let results = backend.run_program(&program, std::slice::from_ref(&xs)).unwrap();
+    let want: Vec<f32> = data.iter().map(|&x| silu(0.5 * x)).collect();
+    assert_close(&values(&backend, &results[0]), &want);
+    // An eager call of the kernel finds the template the graph was recorded with.
+    let id = backend.register_kernel(functional("mylib.silu.default"), kernel).unwrap();
+    let eager = call(&backend, id, vec![Value::Tensor(xs)]);
+    assert_close(&values(&backend, &eager), &data.iter().map(|&x| silu(x)).collect::<Vec<_>>());
+    assert_eq!(backend.stats().unwrap().templates, templates);
 }

@@ -5,6 +5,8 @@
 //! package's tensor class, whose `_h` attribute holds a [`Handle`]) become device tensors, CPU
 //! tensors become host data (through the package's converter), Python numbers, strings, lists
 //! and dtypes become the table's values; devices, layouts and memory formats pass as their text.
+//! A custom op whose kernel is registered (`register_kernel`, [`crate::kernel_for`]) is registered
+//! with the device as that kernel's, and recorded as it in compiled graphs.
 //! Results come back as `(handle, sizes, strides, offset, dtype)` tuples the package wraps as
 //! tensors. The interpreter lock is released while programs compile and run (reads, flushes).
 
@@ -87,7 +89,9 @@ pub(crate) fn device_init(
 
 /// Registers an overload: `kind` is `functional`, `view`, `mutating` or `inplace_view`;
 /// `written` the (position, name) of the arguments a mutating one writes, `fresh` how many of
-/// its results are new tensors, `functional` its functional overload. Returns its id.
+/// its results are new tensors, `functional` its functional overload. Returns its id and whether
+/// the device runs it (the table, or a registered kernel for a custom op; a kernel's op that is
+/// not functional is an error naming it).
 #[pyfunction]
 #[pyo3(signature = (name, kind, written=Vec::new(), fresh=0, functional=None))]
 pub(crate) fn device_register(
@@ -105,7 +109,12 @@ pub(crate) fn device_register(
         other => return Err(error(format!("unknown op kind `{other}`"))),
     };
     let backend = backend()?;
-    let id = backend.register(OpSpec { name, kind, functional }).map_err(error)?;
+    let spec = OpSpec { name, kind, functional };
+    let id = match crate::kernel_for(&spec.name)? {
+        Some(kernel) => backend.register_kernel(spec, kernel),
+        None => backend.register(spec),
+    }
+    .map_err(error)?;
     let supported = backend.supports(id).map_err(error)?;
     Ok((id_index(id), supported))
 }
@@ -355,10 +364,11 @@ pub(crate) fn device_stats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     Ok(dict)
 }
 
-/// Whether the op table has the overload `name`.
+/// Whether the device can run the overload `name` (in a compiled graph too): the op table has it,
+/// or it is a custom op whose kernel is registered.
 #[pyfunction]
-pub(crate) fn table_has(name: &str) -> bool {
-    ttpu_device::table_has(name)
+pub(crate) fn table_has(name: &str) -> PyResult<bool> {
+    Ok(ttpu_device::table_has(name) || crate::kernel_for(name)?.is_some())
 }
 
 /// A reference to a value of a [`GraphRecorder`]: how a graph's nodes name each other's results.
@@ -473,8 +483,13 @@ impl GraphRecorder {
                 .collect::<PyResult<Vec<_>>>()?;
             Ok((args, kwargs))
         })?;
+        let kernel = crate::kernel_for(op)?;
         let recorder = self.recorder.as_mut().ok_or_else(|| error("the graph is already finished"))?;
-        let recorded = recorder.call(op, &args, &kwargs).map_err(error)?;
+        let recorded = match kernel {
+            Some(kernel) => recorder.call_kernel(op, &kernel, &args, &kwargs),
+            None => recorder.call(op, &args, &kwargs),
+        }
+        .map_err(error)?;
         recorded_to_python(py, recorded)
     }
 

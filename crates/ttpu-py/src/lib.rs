@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use pyo3::buffer::PyBuffer;
 use pyo3::create_exception;
@@ -55,7 +55,8 @@ fn runtime(plugin: Option<&Path>) -> PyResult<Runtime> {
 }
 
 /// The compiler of every model this process loads or lowers: it holds the user kernels
-/// registered with `register_kernel`.
+/// registered with `register_kernel`, which the device and its compiled graphs run too
+/// ([`kernel_for`]).
 fn kernels() -> &'static Mutex<Compiler> {
     static KERNELS: OnceLock<Mutex<Compiler>> = OnceLock::new();
     KERNELS.get_or_init(Default::default)
@@ -65,8 +66,22 @@ fn compiler() -> PyResult<Compiler> {
     kernels().lock().map(|compiler| compiler.clone()).map_err(|_| error("the kernel registry was poisoned by a panic"))
 }
 
+/// The registered kernel that runs the overload `name` on the device and in compiled graphs: that
+/// of a custom op (outside `aten` and `prims`) the op table lacks, `mylib.foo.default` for the
+/// kernel `mylib::foo` (the table comes first, as in the `.fx` import). Asked of the one registry
+/// each time, so a kernel registered after the device started, or after an op was first
+/// dispatched, is found.
+pub(crate) fn kernel_for(name: &str) -> PyResult<Option<Arc<ttpu_device::Kernel>>> {
+    if name.starts_with("aten.") || name.starts_with("prims.") || ttpu_device::table_has(name) {
+        return Ok(None);
+    }
+    let compiler = kernels().lock().map_err(|_| error("the kernel registry was poisoned by a panic"))?;
+    Ok(compiler.kernels().for_overload(name).cloned())
+}
+
 /// Registers the custom op `name` (`mylib::foo`) with a StableHLO module (MLIR text in generic op
-/// form, public `@main`) as its implementation, for every model loaded or lowered from now on.
+/// form, public `@main`) as its implementation, for every model loaded or lowered from now on and
+/// for its calls on the `"ttpu"` device and in graphs compiled for it.
 #[pyfunction]
 fn register_kernel(name: &str, module: &str) -> PyResult<()> {
     let mut compiler = kernels().lock().map_err(|_| error("the kernel registry was poisoned by a panic"))?;

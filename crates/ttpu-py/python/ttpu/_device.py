@@ -568,6 +568,12 @@ def _decomposed(func, name, kind):
 
 def _unsupported(func, name):
     def handler(args, kwargs):
+        if func.namespace not in ("aten", "prims") and _ttpu.table_has(name):
+            # A custom op whose kernel was registered since its first call here: handled anew,
+            # the kernel's way.
+            for known in (_REGISTERED, _GENERIC, _HANDLERS):
+                known.pop(func, None)
+            return _handler(func)(args, kwargs)
         if not _FALLBACK["enabled"]:
             raise NotImplementedError(
                 f"ttpu: `{name}` is not supported on the ttpu device (called at {_user_line()}); "

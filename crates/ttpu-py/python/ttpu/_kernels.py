@@ -1,8 +1,9 @@
 """User kernels: the implementation of a PyTorch custom op as a StableHLO module.
 
 ``ttpu.register_kernel("mylib::foo", implementation)`` gives every model ttpu loads or lowers from
-then on (``ttpu.load``, ``ttpu.lower``, ``torch.compile(backend="ttpu")``) a kernel for the op
-``torch.ops.mylib.foo.default``. The implementation is
+then on (``ttpu.load``, ``ttpu.lower``, ``torch.compile(backend="ttpu")``), and the ``"ttpu"``
+device, a kernel for the op ``torch.ops.mylib.foo.default``: its calls on ttpu tensors run the
+kernel, recorded and fused with the calls around them. The implementation is
 
 - StableHLO text (an MLIR module whose public ``@main`` takes the op's tensors and returns its
   results); ttpu reads StableHLO in MLIR's generic op form, and text in the readable form is
@@ -12,7 +13,8 @@ then on (``ttpu.load``, ``ttpu.lower``, ``torch.compile(backend="ttpu")``) a ker
   op's operands), exported here with ``jax.export`` for the CPU (or ``platform=``).
 
 The module is checked when registered (it must parse and have a usable ``@main``) and each call
-when a model is imported (its arity and types against ``@main``'s), before anything compiles.
+when a model is imported or the device records it (its arity and types against ``@main``'s),
+before anything compiles.
 """
 
 from __future__ import annotations
