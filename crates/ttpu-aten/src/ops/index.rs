@@ -185,23 +185,33 @@ fn points_with(cx: &mut Cx<'_>, index: ValueId, wrapped: ValueId, dim: usize) ->
     stack_last(cx, &parts)
 }
 
-/// Checks `gather`/`scatter` ranks and returns the normalised dim.
-fn dim_and_index(cx: &Cx<'_>, args: &Args, x: ValueId) -> Result<(usize, ValueId)> {
+/// A zero-dim tensor as one of one element: PyTorch's `gather` and `scatter` treat a zero-dim
+/// self, index or source as one-dim (`ensure_nonempty_dim`).
+fn at_least_1d(cx: &mut Cx<'_>, value: ValueId) -> Result<ValueId> {
+    if cx.rank(value) == 0 { cx.reshape(value, Shape::from_static(&[1])) } else { Ok(value) }
+}
+
+/// Checks `gather`/`scatter` ranks (zero-dim counting as one-dim) and returns the normalised dim
+/// and the index, at least one-dim.
+fn dim_and_index(cx: &mut Cx<'_>, args: &Args, x: ValueId) -> Result<(usize, ValueId)> {
     let index = args.tensor("index")?;
     let rank = cx.rank(x);
     let dim = cx.norm_dim(args.int("dim")?, rank)?;
-    if cx.rank(index) != rank || rank == 0 {
+    if cx.rank(index).max(1) != rank.max(1) {
         return Err(cx.bad(format!("index {} must have the rank of self {}", cx.ty(index), cx.ty(x))));
     }
-    Ok((dim, index))
+    Ok((dim, at_least_1d(cx, index)?))
 }
 
-/// `gather(self, dim, index)`: `out[p] = self[p with p[dim] = index[p]]`.
+/// `gather(self, dim, index)`: `out[p] = self[p with p[dim] = index[p]]`, of the index's shape.
 pub(super) fn gather(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let x = args.tensor("self")?;
+    let shape = cx.shape(args.tensor("index")?);
     let (dim, index) = dim_and_index(cx, args, x)?;
+    let x = at_least_1d(cx, x)?;
     let points = along_dim_points_of(cx, index, x, dim)?;
-    tensor(gather_points(cx, x, points)?)
+    let gathered = gather_points(cx, x, points)?;
+    tensor(cx.reshape(gathered, shape)?)
 }
 
 /// `src` cut to the index's shape (PyTorch reads only that corner), in `dtype`.
@@ -239,12 +249,17 @@ fn updates_for(cx: &mut Cx<'_>, src: Val, index: ValueId, dtype: DType) -> Resul
 
 /// `scatter.src` / `scatter.value` (`reduce` absent) and `scatter_add`.
 pub(super) fn scatter(cx: &mut Cx<'_>, args: &Args, kind: ScatterKind) -> Result<Imported> {
-    let x = args.tensor("self")?;
-    let (dim, index) = dim_and_index(cx, args, x)?;
-    let source = if args.has_param("src") { args.get("src").clone() } else { args.get("value").clone() };
+    let original = args.tensor("self")?;
+    let (dim, index) = dim_and_index(cx, args, original)?;
+    let x = at_least_1d(cx, original)?;
+    let mut source = if args.has_param("src") { args.get("src").clone() } else { args.get("value").clone() };
+    if let Val::Tensor(src) = source {
+        source = Val::Tensor(at_least_1d(cx, src)?);
+    }
     let updates = updates_for(cx, source, index, cx.dtype(x))?;
     let points = along_dim_points_of(cx, index, x, dim)?;
-    tensor(scatter_points(cx, x, points, updates, kind)?)
+    let scattered = scatter_points(cx, x, points, updates, kind)?;
+    tensor(cx.reshape(scattered, cx.shape(original))?)
 }
 
 /// `scatter_reduce.two(self, dim, index, src, reduce, *, include_self)` for `sum`, `prod`,
@@ -252,8 +267,16 @@ pub(super) fn scatter(cx: &mut Cx<'_>, args: &Args, kind: ScatterKind) -> Result
 /// the reduction's identity; `mean` divides by the number of contributions (floor division for
 /// integers, as PyTorch does).
 pub(super) fn scatter_reduce(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
-    let x = args.tensor("self")?;
-    let (dim, index) = dim_and_index(cx, args, x)?;
+    let original = args.tensor("self")?;
+    let (dim, index) = dim_and_index(cx, args, original)?;
+    let x = at_least_1d(cx, original)?;
+    let shape = cx.shape(original);
+    let reduced = scatter_reduce_1d(cx, args, x, dim, index)?;
+    tensor(cx.reshape(reduced, shape)?)
+}
+
+/// [`scatter_reduce`] on a self and index of rank one or more.
+fn scatter_reduce_1d(cx: &mut Cx<'_>, args: &Args, x: ValueId, dim: usize, index: ValueId) -> Result<ValueId> {
     let size = cx.static_dim(x, dim, "scatter_reduce")?;
     let reduce = args.opt_str("reduce")?.unwrap_or("sum").to_owned();
     let include_self = args.bool_or("include_self", true)?;
@@ -268,7 +291,9 @@ pub(super) fn scatter_reduce(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     if dtype.is_bool() {
         return Err(cx.bad("scatter_reduce on bool tensors is not supported"));
     }
-    let updates = updates_for(cx, Val::Tensor(args.tensor("src")?), index, dtype)?;
+    let src = args.tensor("src")?;
+    let src = at_least_1d(cx, src)?;
+    let updates = updates_for(cx, Val::Tensor(src), index, dtype)?;
     let points = along_dim_points(cx, index, dim, size)?;
     let mut base = x;
     if !include_self {
@@ -277,7 +302,7 @@ pub(super) fn scatter_reduce(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     }
     let combined = scatter_points(cx, base, points, updates, ScatterKind::Combine(kind))?;
     if reduce != "mean" {
-        return tensor(combined);
+        return Ok(combined);
     }
     // Contributions per position: 1 for self when included, plus one per update.
     let start = cx.splat_like(x, Scalar::Int(i64::from(include_self)))?;
@@ -286,7 +311,7 @@ pub(super) fn scatter_reduce(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let one = cx.splat_like(count, Scalar::Int(1))?;
     let count = cx.binary(BinaryOp::Maximum, count, one)?;
     if dtype.is_float() {
-        return tensor(cx.binary(BinaryOp::Divide, combined, count)?);
+        return cx.binary(BinaryOp::Divide, combined, count);
     }
     // Integer floor division by a positive count.
     let quotient = cx.binary(BinaryOp::Divide, combined, count)?;
@@ -294,7 +319,7 @@ pub(super) fn scatter_reduce(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let zero = cx.splat_like(remainder, Scalar::Int(0))?;
     let negative = cx.compare(CompareDirection::Lt, remainder, zero)?;
     let lowered = cx.binary_scalar(BinaryOp::Subtract, quotient, Scalar::Int(1))?;
-    tensor(cx.select(negative, lowered, quotient)?)
+    cx.select(negative, lowered, quotient)
 }
 
 /// The index tensors of an `indices` list (`None` for untouched dims), as `(dim, tensor)`.
@@ -699,8 +724,9 @@ pub(super) fn masked_scatter(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let x = args.tensor("self")?;
     let mask = to_bool(cx, args.tensor("mask")?)?;
     let source = args.tensor("source")?;
+    // Self and mask broadcast to each other, as in PyTorch's out-of-place `masked_scatter`.
+    let [x, mask] = cx.broadcast_all([x, mask])?;
     let shape = cx.shape(x);
-    let mask = cx.broadcast_to(mask, &shape)?;
     let total: i64 = cx.static_dims(x, "masked_scatter")?.iter().product();
     let flat_mask = cx.reshape(mask, Shape::from_static(&[total]))?;
     let ones = cx.convert(flat_mask, DType::I64)?;
@@ -716,6 +742,11 @@ pub(super) fn masked_scatter(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let inclusive = cx.ok(built)?;
     let position = cx.binary(BinaryOp::Subtract, inclusive, ones)?;
     let count: i64 = cx.static_dims(source, "masked_scatter")?.iter().product();
+    if count == 0 || total == 0 {
+        // Nothing to take (a mask with no true element, as PyTorch requires of an empty source)
+        // or nowhere to put it.
+        return tensor(x);
+    }
     let flat_source = cx.reshape(source, Shape::from_static(&[count]))?;
     let flat_source = cx.convert(flat_source, cx.dtype(x))?;
     let points = cx.reshape(position, Shape::from_static(&[total, 1]))?;
@@ -728,6 +759,11 @@ pub(super) fn masked_scatter(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
 pub(super) fn sort_last(cx: &mut Cx<'_>, x: ValueId, descending: bool) -> Result<(ValueId, ValueId)> {
     let rank = cx.rank(x);
     let n = cx.static_dim(x, rank - 1, "sort")?;
+    if cx.shape(x).dims().iter().any(|dim| *dim == ttpu_ir::Dim::Static(0)) {
+        // An empty tensor sorts to itself; a gather from it would have no slice to take.
+        let shape = cx.shape(x);
+        return Ok((x, iota(cx, &shape, rank - 1)?));
+    }
     let keys = if cx.dtype(x).is_bool() { cx.convert(x, DType::I32)? } else { x };
     let built = cx.b.argsort(keys, rank as i64 - 1, descending);
     let order = cx.ok(built)?;

@@ -443,7 +443,16 @@ pub(super) fn index_select(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
         1 => index,
         rank => return Err(cx.bad(format!("index must be 1-D, found rank {rank}"))),
     };
-    tensor(gather_dim(cx, x, dim, index)?)
+    if cx.rank(x) > 0 {
+        return tensor(gather_dim(cx, x, dim, index)?);
+    }
+    // A zero-dim self takes one index and gives a zero-dim result, as in PyTorch.
+    if cx.shape(index)[0] != Dim::Static(1) {
+        return Err(cx.bad(format!("the index {} of a zero-dim self must hold one value", cx.ty(index))));
+    }
+    let row = cx.reshape(x, Shape::from_static(&[1]))?;
+    let picked = gather_dim(cx, row, 0, index)?;
+    tensor(cx.reshape(picked, Shape::scalar())?)
 }
 
 /// Slices of `x` along `dim` at the positions in the 1-D `index`, in index order.

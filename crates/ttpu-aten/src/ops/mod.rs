@@ -22,6 +22,7 @@ mod prims;
 mod quant;
 mod random;
 mod reduce;
+mod resample;
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -612,6 +613,19 @@ pub static TABLE: &[OpDef] = &[
         random::rrelu_with_noise,
     ),
     def("aten.exponential.default", "self, lambd, *, generator", random::exponential),
+    // ---- antialiased resampling ----
+    def("aten._upsample_bilinear2d_aa.default", "self, output_size, align_corners, scales_h, scales_w", |cx, a| {
+        resample::upsample_aa(cx, a, resample::Filter::Linear)
+    }),
+    def("aten._upsample_bilinear2d_aa.vec", "input, output_size, align_corners, scale_factors", |cx, a| {
+        resample::upsample_aa(cx, a, resample::Filter::Linear)
+    }),
+    def("aten._upsample_bicubic2d_aa.default", "self, output_size, align_corners, scales_h, scales_w", |cx, a| {
+        resample::upsample_aa(cx, a, resample::Filter::Cubic)
+    }),
+    def("aten._upsample_bicubic2d_aa.vec", "input, output_size, align_corners, scale_factors", |cx, a| {
+        resample::upsample_aa(cx, a, resample::Filter::Cubic)
+    }),
 ];
 
 /// The entry for `name`.
