@@ -152,3 +152,24 @@ fn batch_norm_statistics_follow_the_kernel() {
         "{error}"
     );
 }
+
+#[test]
+fn mode_indices_of_long_rows_are_refused() {
+    let body = ["m = torch.ops.aten.mode.default(x, 1)", r#"values: "f32[2]" = m[0]"#, r#"indices: "i64[2]" = m[1]"#];
+    // Rows of 16: the index is PyTorch's rule (the last one holding the value).
+    try_import(&[("x", "f32[2, 16]")], &body, &["values", "indices"], &ImportOptions::default())
+        .unwrap_or_else(|error| panic!("{error}"));
+    // Rows of 17, values only: fine.
+    try_import(&[("x", "f32[2, 17]")], &body[..2], &["values"], &ImportOptions::default())
+        .unwrap_or_else(|error| panic!("{error}"));
+    let error = try_import(&[("x", "f32[2, 17]")], &body, &["values", "indices"], &ImportOptions::default())
+        .map(|_| ())
+        .expect_err("the index of a row of 17 follows no rule");
+    assert!(
+        error.to_string().ends_with(
+            "the index of mode along a dim of 17 is refused: PyTorch's CPU kernel sorts rows of more than 16 with an \
+             unstable sort, so which index of the most frequent value it returns follows no rule"
+        ),
+        "{error}"
+    );
+}

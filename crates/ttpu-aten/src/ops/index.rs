@@ -191,6 +191,12 @@ fn at_least_1d(cx: &mut Cx<'_>, value: ValueId) -> Result<ValueId> {
     if cx.rank(value) == 0 { cx.reshape(value, Shape::from_static(&[1])) } else { Ok(value) }
 }
 
+/// `x` gathered along `dim` at `index` (of `x`'s rank, negative entries wrapped): `take_along_dim`.
+pub(super) fn take_along(cx: &mut Cx<'_>, x: ValueId, dim: usize, index: ValueId) -> Result<ValueId> {
+    let points = along_dim_points_of(cx, index, x, dim)?;
+    gather_points(cx, x, points)
+}
+
 /// Checks `gather`/`scatter` ranks (zero-dim counting as one-dim) and returns the normalised dim
 /// and the index, at least one-dim.
 fn dim_and_index(cx: &mut Cx<'_>, args: &Args, x: ValueId) -> Result<(usize, ValueId)> {
@@ -271,17 +277,28 @@ pub(super) fn scatter_reduce(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let (dim, index) = dim_and_index(cx, args, original)?;
     let x = at_least_1d(cx, original)?;
     let shape = cx.shape(original);
-    let reduced = scatter_reduce_1d(cx, args, x, dim, index)?;
+    let reduce = args.opt_str("reduce")?.unwrap_or("sum").to_owned();
+    let include_self = args.bool_or("include_self", true)?;
+    let src = args.tensor("src")?;
+    let src = at_least_1d(cx, src)?;
+    let reduced = scatter_reduce_with(cx, x, dim, index, src, &reduce, include_self)?;
     tensor(cx.reshape(reduced, shape)?)
 }
 
-/// [`scatter_reduce`] on a self and index of rank one or more.
-fn scatter_reduce_1d(cx: &mut Cx<'_>, args: &Args, x: ValueId, dim: usize, index: ValueId) -> Result<ValueId> {
+/// [`scatter_reduce`] on a self, index and source of rank one or more (`index_reduce` spreads its
+/// index over the source first).
+pub(super) fn scatter_reduce_with(
+    cx: &mut Cx<'_>,
+    x: ValueId,
+    dim: usize,
+    index: ValueId,
+    src: ValueId,
+    reduce: &str,
+    include_self: bool,
+) -> Result<ValueId> {
     let size = cx.static_dim(x, dim, "scatter_reduce")?;
-    let reduce = args.opt_str("reduce")?.unwrap_or("sum").to_owned();
-    let include_self = args.bool_or("include_self", true)?;
     let dtype = cx.dtype(x);
-    let kind = match reduce.as_str() {
+    let kind = match reduce {
         "sum" | "mean" => ReduceKind::Sum,
         "prod" => ReduceKind::Product,
         "amax" => ReduceKind::Max,
@@ -291,8 +308,6 @@ fn scatter_reduce_1d(cx: &mut Cx<'_>, args: &Args, x: ValueId, dim: usize, index
     if dtype.is_bool() {
         return Err(cx.bad("scatter_reduce on bool tensors is not supported"));
     }
-    let src = args.tensor("src")?;
-    let src = at_least_1d(cx, src)?;
     let updates = updates_for(cx, Val::Tensor(src), index, dtype)?;
     let points = along_dim_points(cx, index, dim, size)?;
     let mut base = x;
@@ -773,7 +788,7 @@ pub(super) fn sort_last(cx: &mut Cx<'_>, x: ValueId, descending: bool) -> Result
 }
 
 /// Sorts `dim` of `x`, moving it last and back.
-fn sort_dim(cx: &mut Cx<'_>, x: ValueId, dim: usize, descending: bool) -> Result<(ValueId, ValueId)> {
+pub(super) fn sort_dim(cx: &mut Cx<'_>, x: ValueId, dim: usize, descending: bool) -> Result<(ValueId, ValueId)> {
     let rank = cx.rank(x);
     let mut perm: Vec<i64> = (0..rank as i64).collect();
     perm.swap(dim, rank - 1);

@@ -7,7 +7,9 @@
 //! non-capturing closures.
 
 mod backward;
+mod bins;
 mod complex;
+mod copies;
 mod counting;
 mod creation;
 mod data;
@@ -16,13 +18,18 @@ mod index;
 mod layout;
 mod linalg;
 mod nn;
+mod norm_update;
 pub mod notes;
+mod order_stats;
+mod polar;
 mod pool;
 mod prims;
+mod products;
 mod quant;
 mod random;
 mod reduce;
 mod resample;
+mod segment;
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -613,6 +620,82 @@ pub static TABLE: &[OpDef] = &[
         random::rrelu_with_noise,
     ),
     def("aten.exponential.default", "self, lambd, *, generator", random::exponential),
+    // ---- copies of views (values are immutable, so each is its view, laid out contiguously) ----
+    def("aten.view_copy.default", "self, size", layout::view),
+    def("aten.view_copy.dtype", "self, dtype", layout::view_dtype),
+    def("aten.permute_copy.default", "self, dims", layout::permute),
+    def("aten.as_strided_copy.default", "self, size, stride, storage_offset", layout::as_strided),
+    def("aten.narrow_copy.default", "self, dim, start, length", copies::narrow_copy),
+    def("aten.unbind_copy.int", "self, dim", layout::unbind),
+    def("aten.expand_copy.default", "self, size, *, implicit", layout::expand),
+    def("aten.squeeze_copy.default", "self", layout::squeeze),
+    def("aten.squeeze_copy.dim", "self, dim", layout::squeeze),
+    def("aten.squeeze_copy.dims", "self, dim", layout::squeeze),
+    def("aten.unsqueeze_copy.default", "self, dim", layout::unsqueeze),
+    def("aten.transpose_copy.int", "self, dim0, dim1", layout::transpose),
+    def("aten.select_copy.int", "self, dim, index", layout::select),
+    def("aten.slice_copy.Tensor", "self, dim, start, end, step", layout::slice),
+    def("aten.diagonal_copy.default", "self, offset, dim1, dim2", index::diagonal),
+    def("aten.t_copy.default", "self", layout::t),
+    def("aten.alias_copy.default", "self", layout::identity),
+    def("aten.detach_copy.default", "self", layout::identity),
+    def("aten.split_copy.Tensor", "self, split_size, dim", layout::split),
+    def("aten.split_with_sizes_copy.default", "self, split_sizes, dim", layout::split_with_sizes),
+    def("aten.unfold_copy.default", "self, dimension, size, step", layout::unfold),
+    // ---- scatters through views ----
+    def("aten.as_strided_scatter.default", "self, src, size, stride, storage_offset", copies::as_strided_scatter),
+    def("aten.diagonal_scatter.default", "self, src, offset, dim1, dim2", copies::diagonal_scatter),
+    def("aten.index_reduce.default", "self, dim, index, source, reduce, *, include_self", copies::index_reduce),
+    def("aten.put.default", "self, index, source, accumulate", copies::put),
+    def("aten.scatter.reduce", "self, dim, index, src, *, reduce", copies::scatter_reduce_legacy),
+    def("aten.scatter.value_reduce", "self, dim, index, value, *, reduce", copies::scatter_reduce_legacy),
+    def("aten.embedding_renorm.default", "self, indices, max_norm, norm_type", copies::embedding_renorm),
+    // ---- order statistics, binning and segments ----
+    def("aten.median.default", "self", |cx, a| order_stats::median_all(cx, a, false)),
+    def("aten.median.dim", "self, dim, keepdim", |cx, a| order_stats::median_dim(cx, a, false)),
+    def("aten.nanmedian.default", "self", |cx, a| order_stats::median_all(cx, a, true)),
+    def("aten.nanmedian.dim", "self, dim, keepdim", |cx, a| order_stats::median_dim(cx, a, true)),
+    def("aten.mode.default", "self, dim, keepdim", order_stats::mode),
+    def("aten.searchsorted.Tensor", "sorted_sequence, self, *, out_int32, right, side, sorter", bins::searchsorted),
+    def("aten.searchsorted.Scalar", "sorted_sequence, self, *, out_int32, right, side, sorter", bins::searchsorted),
+    def("aten.bucketize.Tensor", "self, boundaries, *, out_int32, right", bins::bucketize),
+    def("aten.bucketize.Scalar", "self, boundaries, *, out_int32, right", bins::bucketize),
+    def("aten.histogram.bin_ct", "self, bins, *, range, weight, density", bins::histogram),
+    def("aten.histogram.bins_tensor", "self, bins, *, weight, density", bins::histogram),
+    def("aten._histogramdd_bin_edges.default", "self, bins, *, range, weight, density", bins::histogramdd_bin_edges),
+    def(
+        "aten._histogramdd_from_bin_cts.default",
+        "self, bins, *, range, weight, density",
+        bins::histogramdd_from_bin_cts,
+    ),
+    def(
+        "aten._histogramdd_from_bin_tensors.default",
+        "self, bins, *, weight, density",
+        bins::histogramdd_from_bin_tensors,
+    ),
+    def(
+        "aten.segment_reduce.default",
+        "data, reduce, *, lengths, indices, offsets, axis, unsafe, initial",
+        segment::segment_reduce,
+    ),
+    def("aten.dist.default", "self, other, p", products::dist),
+    def("aten.addbmm.default", "self, batch1, batch2, *, beta, alpha", products::addbmm),
+    def("aten.addmv.default", "self, mat, vec, *, beta, alpha", products::addmv),
+    // ---- complex conjugation and polar coordinates ----
+    def("aten._conj.default", "self", polar::conj),
+    def("aten._conj_physical.default", "self", polar::conj),
+    def("aten.conj_physical.default", "self", polar::conj),
+    def("aten.polar.default", "abs, angle", polar::polar),
+    // ---- checks, training forms and random overloads the sweep met ----
+    def("aten._is_all_true.default", "self", |cx, a| reduce::any_all(cx, a, ReduceKind::And)),
+    def("aten._is_any_true.default", "self", |cx, a| reduce::any_all(cx, a, ReduceKind::Or)),
+    def(
+        "aten._batch_norm_with_update_functional.default",
+        "input, weight, bias, running_mean, running_var, momentum, eps",
+        norm_update::batch_norm_with_update,
+    ),
+    def("aten.randn.generator", concat!("size, *, generator, ", factory!()), random::randn),
+    def("aten.rand.generator", concat!("size, *, generator, ", factory!()), random::rand),
     // ---- antialiased resampling ----
     def("aten._upsample_bilinear2d_aa.default", "self, output_size, align_corners, scales_h, scales_w", |cx, a| {
         resample::upsample_aa(cx, a, resample::Filter::Linear)

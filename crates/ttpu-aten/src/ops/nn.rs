@@ -263,7 +263,7 @@ pub(super) fn bmm(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
 
 /// `beta * bias + alpha * product`, rounded once to `dtype` (`beta == 0` ignores `bias`, NaNs
 /// included, as PyTorch does).
-fn add_bias(cx: &mut Cx<'_>, args: &Args, bias: ValueId, product: ValueId, dtype: DType) -> Result<ValueId> {
+pub(super) fn add_bias(cx: &mut Cx<'_>, args: &Args, bias: ValueId, product: ValueId, dtype: DType) -> Result<ValueId> {
     let beta = args.scalar_or("beta", Scalar::Int(1))?;
     let alpha = args.scalar_or("alpha", Scalar::Int(1))?;
     if cx.dtype(bias) != dtype {
@@ -675,6 +675,14 @@ pub(super) fn batch_norm_functional(cx: &mut Cx<'_>, args: &Args) -> Result<Impo
             Imported::Tensor(running_var),
         ]));
     }
+    batch_norm_update(cx, args)
+}
+
+/// Training-mode BatchNorm that moves the running statistics: (out, save_mean, save_invstd,
+/// new_running_mean, new_running_var), for `_native_batch_norm_legit_functional` in training and
+/// `_batch_norm_with_update_functional`.
+pub(super) fn batch_norm_update(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let (running_mean, running_var) = (args.tensor("running_mean")?, args.tensor("running_var")?);
     let momentum = args.scalar("momentum")?.as_f64();
     let (out, mean, invstd, var) = batch_norm_training(cx, args)?;
     let x = args.tensor("input")?;
@@ -764,7 +772,7 @@ fn batch_norm_training(cx: &mut Cx<'_>, args: &Args) -> Result<(ValueId, ValueId
 }
 
 /// `|a - b|` reduced to the p-norm over the last dim of `diff` (`p` 0: nonzero count, inf: max).
-fn p_norm_last(cx: &mut Cx<'_>, diff: ValueId, p: f64) -> Result<ValueId> {
+pub(super) fn p_norm_last(cx: &mut Cx<'_>, diff: ValueId, p: f64) -> Result<ValueId> {
     let last = cx.rank(diff) - 1;
     let magnitude = cx.unary(UnaryOp::Abs, diff)?;
     if p == 0.0 {

@@ -40,9 +40,7 @@ const FFT: &str = "at most three transformed dims in one call (StableHLO's `fft`
 pub static NOTES: &[(&str, Note)] = &[
     (
         "aten.histc.default",
-        Note::Partial(
-            "float32 and float64 only; with `min == max` and a NaN in the data PyTorch raises, here every bin is 0",
-        ),
+        Note::Partial("with `min == max` and a NaN in the data PyTorch raises, here every bin is 0"),
     ),
     ("aten.as_strided.default", Note::Partial(LAYOUT)),
     ("aten.sym_storage_offset.default", Note::Partial(LAYOUT)),
@@ -136,7 +134,46 @@ pub static NOTES: &[(&str, Note)] = &[
     ),
     ("quantized_decomposed.choose_qparams.tensor", Note::Partial(CHOOSE_QPARAMS)),
     ("quantized_decomposed.choose_qparams_symmetric.tensor", Note::Partial(CHOOSE_QPARAMS)),
+    // ---- overloads the operator sweep added ----
+    ("aten.randn.generator", Note::Partial(RANDOM)),
+    ("aten.rand.generator", Note::Partial(RANDOM)),
+    ("aten.as_strided_copy.default", Note::Partial(LAYOUT)),
+    (
+        "aten.as_strided_scatter.default",
+        Note::Partial(
+            "a contiguous self of static size; a view that holds one element twice is refused (which write wins              is not defined)",
+        ),
+    ),
+    (
+        "aten.nanmedian.dim",
+        Note::Partial(
+            "the index of a row of NaN only is 0; PyTorch's `std::nth_element` leaves another NaN's index there in              rows longer than three (the values agree)",
+        ),
+    ),
+    (
+        "aten.mode.default",
+        Note::Partial(
+            "the index along a dim longer than 16 is refused when the program reads it: PyTorch's kernel sorts such              rows with `std::sort`, which reorders equal values by no rule (the value is computed either way)",
+        ),
+    ),
+    (
+        "aten.searchsorted.Tensor",
+        Note::Partial(
+            "a sorted sequence holding NaN gives the count of elements before the value, where PyTorch's binary              search may stop elsewhere",
+        ),
+    ),
+    (
+        "aten.segment_reduce.default",
+        Note::Partial("floating-point data, with `lengths` or `offsets` (PyTorch's kernel takes no `indices` either)"),
+    ),
+    ("aten._upsample_bilinear2d_aa.default", Note::Partial(ANTIALIAS)),
+    ("aten._upsample_bilinear2d_aa.vec", Note::Partial(ANTIALIAS)),
+    ("aten._upsample_bicubic2d_aa.default", Note::Partial(ANTIALIAS)),
+    ("aten._upsample_bicubic2d_aa.vec", Note::Partial(ANTIALIAS)),
 ];
+
+/// What the antialiased upsamplings take.
+const ANTIALIAS: &str = "float32, float64 and uint8 images (PyTorch's CPU kernels take no other dtype)";
 
 /// The note of the dynamic quantization flow's parameter choice.
 const CHOOSE_QPARAMS: &str = "float32 inputs only (PyTorch also takes float16 and bfloat16, computing in \
