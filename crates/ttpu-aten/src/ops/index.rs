@@ -990,7 +990,7 @@ pub(super) fn grid_sampler_2d(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> 
 }
 
 /// PyTorch's `grid_sampler_unnormalize`: a normalised coordinate in `[-1, 1]` to a pixel one.
-fn unnormalize(cx: &mut Cx<'_>, coord: ValueId, size: i64, align: bool) -> Result<ValueId> {
+pub(super) fn unnormalize(cx: &mut Cx<'_>, coord: ValueId, size: i64, align: bool) -> Result<ValueId> {
     let plus_one = cx.binary_scalar(BinaryOp::Add, coord, Scalar::Int(1))?;
     if align {
         let half = cx.binary_scalar(BinaryOp::Divide, plus_one, Scalar::Int(2))?;
@@ -1032,7 +1032,7 @@ fn cubic_coefficients(cx: &mut Cx<'_>, t: ValueId) -> Result<[ValueId; 4]> {
 
 /// PyTorch's `compute_coordinates`: a pixel coordinate clipped (border) or reflected and clipped
 /// (reflection); zeros padding keeps it.
-fn pad_coordinate(cx: &mut Cx<'_>, pixel: ValueId, size: i64, padding: i64, align: bool) -> Result<ValueId> {
+pub(super) fn pad_coordinate(cx: &mut Cx<'_>, pixel: ValueId, size: i64, padding: i64, align: bool) -> Result<ValueId> {
     let mut pixel = pixel;
     if padding == 2 {
         let (twice_low, twice_high) = if align { (0, 2 * (size - 1)) } else { (-1, 2 * size - 1) };

@@ -14,6 +14,7 @@ mod counting;
 mod creation;
 mod data;
 mod elementwise;
+mod grid3d;
 mod index;
 mod layout;
 mod linalg;
@@ -23,6 +24,7 @@ pub mod notes;
 mod order_stats;
 mod polar;
 mod pool;
+mod pool_windows;
 mod prims;
 mod products;
 mod quant;
@@ -681,6 +683,19 @@ pub static TABLE: &[OpDef] = &[
     def("aten.dist.default", "self, other, p", products::dist),
     def("aten.addbmm.default", "self, batch1, batch2, *, beta, alpha", products::addbmm),
     def("aten.addmv.default", "self, mat, vec, *, beta, alpha", products::addmv),
+    // ---- pooling over per-position windows ----
+    def("aten.adaptive_max_pool3d.default", "self, output_size", pool_windows::adaptive_max_pool3d),
+    def("aten.fractional_max_pool2d.default", "self, kernel_size, output_size, random_samples", |cx, a| {
+        pool_windows::fractional_max_pool(cx, a, 2)
+    }),
+    def("aten.fractional_max_pool3d.default", "self, kernel_size, output_size, random_samples", |cx, a| {
+        pool_windows::fractional_max_pool(cx, a, 3)
+    }),
+    def(
+        "aten.grid_sampler_3d.default",
+        "input, grid, interpolation_mode, padding_mode, align_corners",
+        grid3d::grid_sampler_3d,
+    ),
     // ---- complex conjugation and polar coordinates ----
     def("aten._conj.default", "self", polar::conj),
     def("aten._conj_physical.default", "self", polar::conj),
