@@ -711,14 +711,39 @@ pub(super) fn diagonal(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     if dim1 == dim2 {
         return Err(cx.bad("diagonal dims must differ"));
     }
-    let sizes = cx.static_dims(x, "diagonal")?;
-    let (rows, cols) = (sizes[dim1], sizes[dim2]);
-    let length = (rows - (-offset).max(0)).min(cols - offset.max(0)).max(0);
     let perm: Vec<i64> = [dim1, dim2]
         .into_iter()
         .chain((0..rank).filter(|&dim| dim != dim1 && dim != dim2))
         .map(|dim| dim as i64)
         .collect();
+    let shape = cx.shape(x);
+    if shape[dim1].as_static().is_none() || shape[dim2].as_static().is_none() {
+        // Symbolic diagonal dims: the length `min(rows - max(-offset, 0), cols - max(offset, 0))`
+        // is a size expression and the coordinates an `iota` over it.
+        let shift =
+            |size: &ttpu_ir::Dim, by: i64| ttpu_ir::DimExpr::of(size).checked_sub(&ttpu_ir::DimExpr::constant(by));
+        let (Some(rows), Some(cols)) = (shift(&shape[dim1], (-offset).max(0)), shift(&shape[dim2], offset.max(0)))
+        else {
+            return Err(cx.site.dynamic("the diagonal's length overflows"));
+        };
+        let length = rows.minimum(&cols).into_dim();
+        // Every element addressed by its full coordinates (slices of one element, whatever the
+        // other dims' sizes): the result's shape is the other dims, then the diagonal.
+        let rest: Vec<usize> = (0..rank).filter(|&dim| dim != dim1 && dim != dim2).collect();
+        let out: Shape = rest.iter().map(|&dim| shape[dim].clone()).chain([length]).collect();
+        let along = iota(cx, &out, rank - 2)?;
+        let mut parts = vec![along; rank];
+        for (position, &dim) in rest.iter().enumerate() {
+            parts[dim] = iota(cx, &out, position)?;
+        }
+        parts[dim1] = cx.binary_scalar(BinaryOp::Add, along, Scalar::Int((-offset).max(0)))?;
+        parts[dim2] = cx.binary_scalar(BinaryOp::Add, along, Scalar::Int(offset.max(0)))?;
+        let points = stack_last(cx, &parts)?;
+        return tensor(gather_points(cx, x, points)?);
+    }
+    let sizes = cx.static_dims(x, "diagonal")?;
+    let (rows, cols) = (sizes[dim1], sizes[dim2]);
+    let length = (rows - (-offset).max(0)).min(cols - offset.max(0)).max(0);
     let front = cx.transpose(x, &perm)?;
     let mut coords = Vec::with_capacity(cx.table(&[length, 2], "diagonal_scatter")?);
     for i in 0..length {

@@ -31,6 +31,7 @@ mod quant;
 mod random;
 mod reduce;
 mod resample;
+mod scan;
 mod segment;
 
 use std::collections::HashMap;
