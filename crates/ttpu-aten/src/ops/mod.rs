@@ -33,6 +33,7 @@ mod reduce;
 mod resample;
 mod scan;
 mod segment;
+mod special;
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -697,6 +698,18 @@ pub static TABLE: &[OpDef] = &[
         "input, grid, interpolation_mode, padding_mode, align_corners",
         grid3d::grid_sampler_3d,
     ),
+    // ---- special functions (CHLO) ----
+    def("aten.lgamma.default", "self", |cx, a| special::chlo_unary(cx, a, UnaryOp::Lgamma)),
+    def("aten.digamma.default", "self", special::digamma),
+    def("aten.polygamma.default", "n, self", special::polygamma),
+    def("aten.erfinv.default", "self", |cx, a| special::chlo_unary(cx, a, UnaryOp::ErfInv)),
+    def("aten.erfc.default", "self", |cx, a| special::chlo_unary(cx, a, UnaryOp::Erfc)),
+    def("aten.special_i1e.default", "self", |cx, a| special::chlo_unary(cx, a, UnaryOp::BesselI1e)),
+    def("aten.special_i1.default", "self", special::i1),
+    def("aten.special_zeta.default", "self, other", special::zeta),
+    def("aten.special_zeta.other_scalar", "self, other", special::zeta),
+    def("aten.special_zeta.self_scalar", "self, other", special::zeta),
+    def("aten.nextafter.default", "self, other", special::nextafter),
     // ---- complex conjugation and polar coordinates ----
     def("aten._conj.default", "self", polar::conj),
     def("aten._conj_physical.default", "self", polar::conj),

@@ -166,11 +166,19 @@ pub static NOTES: &[(&str, Note)] = &[
         "aten.segment_reduce.default",
         Note::Partial("floating-point data, with `lengths` or `offsets` (PyTorch's kernel takes no `indices` either)"),
     ),
+    ("aten.special_zeta.default", Note::Partial(ZETA)),
+    ("aten.special_zeta.other_scalar", Note::Partial(ZETA)),
+    ("aten.special_zeta.self_scalar", Note::Partial(ZETA)),
+    ("aten.polygamma.default", Note::Partial(ZETA)),
     ("aten._upsample_bilinear2d_aa.default", Note::Partial(ANTIALIAS)),
     ("aten._upsample_bilinear2d_aa.vec", Note::Partial(ANTIALIAS)),
     ("aten._upsample_bicubic2d_aa.default", Note::Partial(ANTIALIAS)),
     ("aten._upsample_bicubic2d_aa.vec", Note::Partial(ANTIALIAS)),
 ];
+
+/// Where the Hurwitz zeta (and polygamma below zero, which sums it) loses accuracy.
+const ZETA: &str = "CHLO's zeta, whose series is accurate for `q >= 0`; below zero the first 64 terms are summed \
+                    directly, so a `q` below -64 meets CHLO's series where it is not accurate";
 
 /// What the antialiased upsamplings take.
 const ANTIALIAS: &str = "float32, float64 and uint8 images (PyTorch's CPU kernels take no other dtype)";

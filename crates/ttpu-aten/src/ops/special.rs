@@ -1,0 +1,156 @@
+//! Special functions: `lgamma`, `digamma`, `polygamma`, `erfinv`, `erfc`, `special_zeta`,
+//! `special_i1`/`special_i1e`, `nextafter`, computed by CHLO's ops (which PJRT plugins legalize
+//! into their own approximations, as JAX's modules use them), with PyTorch's values at the poles
+//! and edges put back where CHLO's differ.
+//!
+//! Integer inputs compute in the default float dtype and half types in `f32`, rounded once, as
+//! PyTorch's kernels do.
+
+use ttpu_ir::{BinaryOp, CompareDirection, Scalar, UnaryOp, ValueId};
+
+use super::elementwise::{apply_float, tensor};
+use crate::args::Args;
+use crate::ctx::{Cx, Imported, opmath};
+use crate::error::Result;
+
+/// `lgamma`, `erfinv`, `erfc`, `special_i1e`: the CHLO op, in opmath.
+pub(super) fn chlo_unary(cx: &mut Cx<'_>, args: &Args, op: UnaryOp) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    tensor(apply_float(cx, x, |cx, x| cx.unary(op, x))?)
+}
+
+/// `digamma(x)`: CHLO's, with PyTorch's poles: `-inf` at `+0`, `+inf` at `-0` (`copysign(inf, -x)`)
+/// and NaN at the negative integers.
+pub(super) fn digamma(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    tensor(apply_float(cx, x, digamma_of)?)
+}
+
+fn digamma_of(cx: &mut Cx<'_>, x: ValueId) -> Result<ValueId> {
+    let value = cx.unary(UnaryOp::Digamma, x)?;
+    let zero = cx.splat_like(x, Scalar::Float(0.0))?;
+    let at_zero = cx.compare(CompareDirection::Eq, x, zero)?;
+    let negated = cx.unary(UnaryOp::Negate, x)?;
+    let infinity = cx.splat_like(x, Scalar::Float(f64::INFINITY))?;
+    let signed = copysign(cx, infinity, negated)?;
+    let floor = cx.unary(UnaryOp::Floor, x)?;
+    let integral = cx.compare(CompareDirection::Eq, x, floor)?;
+    let negative = cx.compare(CompareDirection::Lt, x, zero)?;
+    let pole = cx.binary(BinaryOp::And, integral, negative)?;
+    let nan = cx.splat_like(x, Scalar::Float(f64::NAN))?;
+    let value = cx.select(pole, nan, value)?;
+    cx.select(at_zero, signed, value)
+}
+
+/// `|magnitude|` with the sign of `sign` (read from the comparison with zero; `-0.0` counts as
+/// negative through `1 / x`).
+fn copysign(cx: &mut Cx<'_>, magnitude: ValueId, sign: ValueId) -> Result<ValueId> {
+    let one = cx.splat_like(sign, Scalar::Float(1.0))?;
+    let reciprocal = cx.binary(BinaryOp::Divide, one, sign)?;
+    let zero = cx.splat_like(sign, Scalar::Float(0.0))?;
+    let below = cx.compare(CompareDirection::Lt, reciprocal, zero)?;
+    let positive = cx.unary(UnaryOp::Abs, magnitude)?;
+    let negative = cx.unary(UnaryOp::Negate, positive)?;
+    cx.select(below, negative, positive)
+}
+
+/// `polygamma(n, self)`: digamma for `n = 0`, else CHLO's `polygamma` (a Hurwitz zeta series).
+pub(super) fn polygamma(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let n = args.int("n")?;
+    if n < 0 {
+        return Err(cx.bad(format!("polygamma's order must be non-negative, found {n}")));
+    }
+    let x = args.tensor("self")?;
+    tensor(apply_float(cx, x, |cx, x| {
+        if n == 0 {
+            return digamma_of(cx, x);
+        }
+        let order = cx.splat_like(x, Scalar::Float(n as f64))?;
+        let positive = cx.binary(BinaryOp::Polygamma, order, x)?;
+        // Below zero, PyTorch's own formula over the shifted zeta: `(-1)^(n+1) n! ζ(n + 1, x)`.
+        let exponent = cx.splat_like(x, Scalar::Float((n + 1) as f64))?;
+        let series = hurwitz_zeta(cx, exponent, x)?;
+        let factorial: f64 = (1..=n).map(|k| k as f64).product();
+        let sign = if n % 2 == 1 { 1.0 } else { -1.0 };
+        let negative = cx.binary_scalar(BinaryOp::Multiply, series, Scalar::Float(sign * factorial))?;
+        let zero = cx.splat_like(x, Scalar::Float(0.0))?;
+        let below = cx.compare(CompareDirection::Lt, x, zero)?;
+        cx.select(below, negative, positive)
+    })?)
+}
+
+/// How far [`hurwitz_zeta`] shifts a negative `q` by summing terms directly.
+const ZETA_SHIFT: i64 = 64;
+
+/// `ζ(x, q)` as Cephes computes it for PyTorch: CHLO's `zeta` for `q >= 0`; below zero, where
+/// CHLO's series loses its accuracy, the first [`ZETA_SHIFT`] terms `(q + k)^-x` summed directly
+/// and CHLO's `zeta` from `q + 64` on (a non-integer `x` gives NaN through the powers of negative
+/// numbers, and a non-positive integer `q` an infinite term, as Cephes does).
+fn hurwitz_zeta(cx: &mut Cx<'_>, x: ValueId, q: ValueId) -> Result<ValueId> {
+    let direct = cx.binary(BinaryOp::Zeta, x, q)?;
+    let minus_x = cx.unary(UnaryOp::Negate, x)?;
+    let mut sum = None;
+    for k in 0..ZETA_SHIFT {
+        let base = cx.binary_scalar(BinaryOp::Add, q, Scalar::Float(k as f64))?;
+        let term = cx.binary(BinaryOp::Power, base, minus_x)?;
+        sum = Some(match sum {
+            None => term,
+            Some(acc) => cx.binary(BinaryOp::Add, acc, term)?,
+        });
+    }
+    let far = cx.binary_scalar(BinaryOp::Add, q, Scalar::Float(ZETA_SHIFT as f64))?;
+    let tail = cx.binary(BinaryOp::Zeta, x, far)?;
+    let shifted = cx.binary(BinaryOp::Add, sum.expect("terms"), tail)?;
+    let zero = cx.splat_like(q, Scalar::Float(0.0))?;
+    let below = cx.compare(CompareDirection::Lt, q, zero)?;
+    let value = cx.select(below, shifted, direct)?;
+    // Cephes' edges: `x = 1` is the harmonic series' pole, `x < 1` diverges, and a non-positive
+    // integer `q` meets a pole of its own.
+    let one = cx.splat_like(x, Scalar::Float(1.0))?;
+    let infinity = cx.splat_like(x, Scalar::Float(f64::INFINITY))?;
+    let nan = cx.splat_like(x, Scalar::Float(f64::NAN))?;
+    let floor = cx.unary(UnaryOp::Floor, q)?;
+    let integral = cx.compare(CompareDirection::Eq, q, floor)?;
+    let not_positive = cx.compare(CompareDirection::Le, q, zero)?;
+    let pole = cx.binary(BinaryOp::And, integral, not_positive)?;
+    let value = cx.select(pole, infinity, value)?;
+    let below_one = cx.compare(CompareDirection::Lt, x, one)?;
+    let value = cx.select(below_one, nan, value)?;
+    let at_one = cx.compare(CompareDirection::Eq, x, one)?;
+    cx.select(at_one, infinity, value)
+}
+
+/// `special_zeta(self, other)` (and its scalar overloads): the Hurwitz zeta `ζ(x, q)`, both
+/// operands promoted to their float result type.
+pub(super) fn zeta(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let (x, q) = (args.operand("self")?, args.operand("other")?);
+    let dtype = cx.result_type(&[x, q]);
+    let dtype = if dtype.is_float() { dtype } else { crate::promote::DEFAULT_FLOAT };
+    let compute = opmath(dtype);
+    let [x, q] = cx.prepare([x, q], compute)?;
+    let value = hurwitz_zeta(cx, x, q)?;
+    tensor(cx.convert(value, dtype)?)
+}
+
+/// `special_i1(x)`: `i1e(x) * exp(|x|)`.
+pub(super) fn i1(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    tensor(apply_float(cx, x, |cx, x| {
+        let scaled = cx.unary(UnaryOp::BesselI1e, x)?;
+        let magnitude = cx.unary(UnaryOp::Abs, x)?;
+        let growth = cx.unary(UnaryOp::Exponential, magnitude)?;
+        cx.binary(BinaryOp::Multiply, scaled, growth)
+    })?)
+}
+
+/// `nextafter(self, other)`: the next representable value after `self` toward `other`, in the
+/// operands' common float dtype (no opmath: the step is the dtype's own).
+pub(super) fn nextafter(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let (x, y) = (args.operand("self")?, args.operand("other")?);
+    let dtype = cx.result_type(&[x, y]);
+    if !dtype.is_float() {
+        return Err(cx.bad(format!("nextafter takes floating-point tensors, found {dtype}")));
+    }
+    let [x, y] = cx.prepare([x, y], dtype)?;
+    tensor(cx.binary(BinaryOp::NextAfter, x, y)?)
+}
