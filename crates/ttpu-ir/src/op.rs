@@ -302,6 +302,8 @@ impl ReduceKind {
             DType::I8 => i64::from(i8::MAX),
             // u64::MAX's bit pattern.
             DType::U64 => -1,
+            DType::U16 => i64::from(u16::MAX),
+            DType::U32 => i64::from(u32::MAX),
             _ => 255,
         };
         match (self, dtype) {

@@ -843,6 +843,8 @@ fn torch_name(dtype: ttpu_ir::DType) -> &'static str {
         DType::I16 => "Short",
         DType::I8 => "Char",
         DType::U8 => "Byte",
+        DType::U16 => "UInt16",
+        DType::U32 => "UInt32",
         DType::U64 => "UInt64",
         DType::Bool => "Bool",
         DType::C64 => "ComplexFloat",

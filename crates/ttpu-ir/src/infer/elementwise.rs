@@ -14,7 +14,7 @@ pub(super) fn unary(op: &Op, unary: UnaryOp, operand: &TensorType) -> InferResul
         return fail(op, format!("needs an integer or bool operand, found {operand}"));
     }
     // StableHLO defines `abs` and `sign` on signed types only, and `negate` not on bool.
-    let unsigned = matches!(operand.dtype, DType::U8 | DType::U64 | DType::Bool);
+    let unsigned = matches!(operand.dtype, DType::U8 | DType::U16 | DType::U32 | DType::U64 | DType::Bool);
     if (matches!(unary, UnaryOp::Abs | UnaryOp::Sign) && unsigned)
         || (unary == UnaryOp::Negate && operand.dtype.is_bool())
     {
