@@ -8,12 +8,14 @@
 
 mod backward;
 mod bins;
+mod cephes;
 mod complex;
 mod copies;
 mod counting;
 mod creation;
 mod data;
 mod elementwise;
+mod gcd;
 mod grid3d;
 mod index;
 mod layout;
@@ -23,6 +25,7 @@ mod norm_update;
 pub mod notes;
 mod order_stats;
 mod polar;
+mod polynomials;
 mod pool;
 mod pool_windows;
 mod prims;
@@ -710,6 +713,45 @@ pub static TABLE: &[OpDef] = &[
     def("aten.special_zeta.other_scalar", "self, other", special::zeta),
     def("aten.special_zeta.self_scalar", "self, other", special::zeta),
     def("aten.nextafter.default", "self, other", special::nextafter),
+    def("aten.frexp.Tensor", "self", special::frexp),
+    // ---- special functions (Cephes) ----
+    def("aten.i0.default", "self", |cx, a| cephes::bessel(cx, a, cephes::Bessel::I0)),
+    def("aten.special_i0e.default", "self", |cx, a| cephes::bessel(cx, a, cephes::Bessel::I0e)),
+    def("aten.special_modified_bessel_i0.default", "self", |cx, a| cephes::bessel(cx, a, cephes::Bessel::I0)),
+    def("aten.special_modified_bessel_i1.default", "self", |cx, a| cephes::bessel(cx, a, cephes::Bessel::I1)),
+    def("aten.special_modified_bessel_k0.default", "self", |cx, a| cephes::bessel(cx, a, cephes::Bessel::K0)),
+    def("aten.special_modified_bessel_k1.default", "self", |cx, a| cephes::bessel(cx, a, cephes::Bessel::K1)),
+    def("aten.special_scaled_modified_bessel_k0.default", "x", |cx, a| cephes::bessel(cx, a, cephes::Bessel::K0e)),
+    def("aten.special_scaled_modified_bessel_k1.default", "x", |cx, a| cephes::bessel(cx, a, cephes::Bessel::K1e)),
+    def("aten.special_ndtri.default", "self", cephes::ndtri),
+    def("aten.special_erfcx.default", "self", cephes::erfcx),
+    def("aten.gcd.default", "self, other", gcd::gcd),
+    def("aten.lcm.default", "self, other", gcd::lcm),
+    // ---- orthogonal polynomials (degrees given as numbers) ----
+    def("aten.special_chebyshev_polynomial_t.n_scalar", "x, n", |cx, a| {
+        polynomials::polynomial(cx, a, polynomials::Family::ChebyshevT)
+    }),
+    def("aten.special_chebyshev_polynomial_u.n_scalar", "x, n", |cx, a| {
+        polynomials::polynomial(cx, a, polynomials::Family::ChebyshevU)
+    }),
+    def("aten.special_chebyshev_polynomial_v.n_scalar", "x, n", |cx, a| {
+        polynomials::polynomial(cx, a, polynomials::Family::ChebyshevV)
+    }),
+    def("aten.special_chebyshev_polynomial_w.n_scalar", "x, n", |cx, a| {
+        polynomials::polynomial(cx, a, polynomials::Family::ChebyshevW)
+    }),
+    def("aten.special_hermite_polynomial_h.n_scalar", "x, n", |cx, a| {
+        polynomials::polynomial(cx, a, polynomials::Family::HermiteH)
+    }),
+    def("aten.special_hermite_polynomial_he.n_scalar", "x, n", |cx, a| {
+        polynomials::polynomial(cx, a, polynomials::Family::HermiteHe)
+    }),
+    def("aten.special_laguerre_polynomial_l.n_scalar", "x, n", |cx, a| {
+        polynomials::polynomial(cx, a, polynomials::Family::LaguerreL)
+    }),
+    def("aten.special_legendre_polynomial_p.n_scalar", "x, n", |cx, a| {
+        polynomials::polynomial(cx, a, polynomials::Family::LegendreP)
+    }),
     // ---- complex conjugation and polar coordinates ----
     def("aten._conj.default", "self", polar::conj),
     def("aten._conj_physical.default", "self", polar::conj),

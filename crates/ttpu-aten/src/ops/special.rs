@@ -154,3 +154,44 @@ pub(super) fn nextafter(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let [x, y] = cx.prepare([x, y], dtype)?;
     tensor(cx.binary(BinaryOp::NextAfter, x, y)?)
 }
+
+/// `frexp.Tensor(self)` → (mantissa, exponent): `x = mantissa * 2^exponent` with `|mantissa|` in
+/// `[0.5, 1)`, read from the float's bits (the exponent field less its bias, the mantissa given
+/// the exponent of 0.5); zero, infinities and NaN keep their value with exponent 0, as C's
+/// `frexp` gives them. Half types go through `f32`, where they are exact. A subnormal input, which
+/// XLA's CPU code flushes to zero wherever it computes, gives the mantissa and exponent of 0.
+pub(super) fn frexp(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    use ttpu_ir::DType;
+    let x = args.tensor("self")?;
+    let dtype = cx.dtype(x);
+    if !dtype.is_float() {
+        return Err(cx.bad(format!("frexp takes floating-point tensors, found {}", cx.ty(x))));
+    }
+    let (wide, bits, shift, field, bias) = match dtype {
+        DType::F64 => (DType::F64, DType::I64, 52, 0x7ff, 1022),
+        _ => (DType::F32, DType::I32, 23, 0xff, 126),
+    };
+    let value = cx.convert(x, wide)?;
+    let raw = cx.bitcast_convert(value, bits)?;
+    let shifted = cx.binary_scalar(BinaryOp::ShiftRightLogical, raw, Scalar::Int(shift))?;
+    let biased = cx.binary_scalar(BinaryOp::And, shifted, Scalar::Int(field))?;
+    let exponent = cx.binary_scalar(BinaryOp::Subtract, biased, Scalar::Int(bias))?;
+    // The sign and the fraction, with the exponent field of 0.5.
+    let keep = !(field << shift);
+    let kept = cx.binary_scalar(BinaryOp::And, raw, Scalar::Int(keep))?;
+    let half = cx.binary_scalar(BinaryOp::Or, kept, Scalar::Int(bias << shift))?;
+    let mantissa = cx.bitcast_convert(half, wide)?;
+    // Zero (and flushed subnormals), infinities and NaN: the value itself and exponent 0.
+    let zero_field = cx.splat_like(biased, Scalar::Int(0))?;
+    let full_field = cx.splat_like(biased, Scalar::Int(field))?;
+    let no_exponent = cx.compare(CompareDirection::Eq, biased, zero_field)?;
+    let special = cx.compare(CompareDirection::Eq, biased, full_field)?;
+    let plain = cx.binary(BinaryOp::Or, no_exponent, special)?;
+    let zero = cx.splat_like(value, Scalar::Float(0.0))?;
+    let kept_value = cx.select(no_exponent, zero, value)?;
+    let mantissa = cx.select(plain, kept_value, mantissa)?;
+    let exponent = cx.select(plain, zero_field, exponent)?;
+    let mantissa = cx.convert(mantissa, dtype)?;
+    let exponent = cx.convert(exponent, DType::I32)?;
+    Ok(Imported::Tuple(vec![Imported::Tensor(mantissa), Imported::Tensor(exponent)]))
+}
