@@ -766,6 +766,12 @@ impl<'s> Parser<'s> {
         let (name, parts) = self.dotted()?;
         let span = Span { start, end: self.cur.prev_end() };
         let attr = name.strip_prefix("torch.").unwrap_or(&name);
+        if let Some(target) = name.strip_prefix("torch.ops.")
+            && parts == 5
+        {
+            // `torch.ops.<namespace>.<op>.<overload>`, an op handed to `with_effects`.
+            return Ok(Arg::Op(target.to_owned()));
+        }
         if parts != 2 {
             let expected = "an argument (`torch.<name>` must be a dtype or an enum like `torch.contiguous_format`)";
             return Err(self.cur.error_at(span, expected, shorten(&name)));

@@ -173,3 +173,39 @@ fn mode_indices_of_long_rows_are_refused() {
         "{error}"
     );
 }
+
+#[test]
+fn effect_tokens_thread_through_with_effects() {
+    let source = "ExportedProgram:
+    class GraphModule(torch.nn.Module):
+        def forward(self, token: \"f32[0]\", s: \"f32[3, 3]\"):
+            chol = torch.ops.aten.linalg_cholesky_ex.default(s)
+            l: \"f32[3, 3]\" = chol[0]
+            info: \"i32[]\" = chol[1]
+            with_effects = torch.ops.higher_order.with_effects(token, torch.ops.aten._linalg_check_errors.default, info, 'linalg.cholesky', is_matrix = True)
+            token_1: \"f32[0]\" = with_effects[0]
+            return (token_1, l)
+    
+Graph signature:
+    # inputs
+    token: TOKEN
+    s: USER_INPUT
+    
+    # outputs
+    token_1: TOKEN
+    l: USER_OUTPUT
+    
+Range constraints: {}
+";
+    let module =
+        ttpu_fx::load(source, "inline.fx", &ImportOptions::default()).unwrap_or_else(|error| panic!("{error}"));
+    // The token is neither an input nor an output: the program takes `s` and returns `l`.
+    assert_eq!(module.signature.inputs.len(), 1);
+    assert_eq!(module.signature.inputs[0].name, "s");
+    assert_eq!(module.signature.outputs.len(), 1);
+    assert_eq!(module.graph.ty(module.graph.outputs[0]).to_string(), "f32[3, 3]");
+    // Anything else than an op as `with_effects`' second argument is refused.
+    let bad = source.replace("torch.ops.aten._linalg_check_errors.default, info", "info, info");
+    let error = ttpu_fx::load(&bad, "inline.fx", &ImportOptions::default()).expect_err("no op");
+    assert!(error.to_string().ends_with("expects an effect token, an op and the op's arguments"), "{error}");
+}

@@ -20,6 +20,7 @@ mod grid3d;
 mod index;
 mod layout;
 mod linalg;
+mod linalg_decomp;
 mod nn;
 mod norm_update;
 pub mod notes;
@@ -752,6 +753,14 @@ pub static TABLE: &[OpDef] = &[
     def("aten.special_legendre_polynomial_p.n_scalar", "x, n", |cx, a| {
         polynomials::polynomial(cx, a, polynomials::Family::LegendreP)
     }),
+    // ---- factorizations and solves (unrolled, static sizes) ----
+    def("aten._linalg_check_errors.default", "info, api_name, *, is_matrix", linalg_decomp::check_errors),
+    def("aten.linalg_lu_factor_ex.default", "A, *, pivot, check_errors", linalg_decomp::lu_factor_ex),
+    def("aten.linalg_lu.default", "A, *, pivot", linalg_decomp::linalg_lu),
+    def("aten.lu_unpack.default", "LU_data, LU_pivots, unpack_data, unpack_pivots", linalg_decomp::lu_unpack),
+    def("aten.linalg_lu_solve.default", "LU, pivots, B, *, left, adjoint", linalg_decomp::lu_solve),
+    def("aten.cholesky_solve.default", "self, input2, upper", linalg_decomp::cholesky_solve),
+    def("aten.cholesky_inverse.default", "self, upper", linalg_decomp::cholesky_inverse),
     // ---- complex conjugation and polar coordinates ----
     def("aten._conj.default", "self", polar::conj),
     def("aten._conj_physical.default", "self", polar::conj),

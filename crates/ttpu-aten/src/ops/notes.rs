@@ -170,6 +170,19 @@ pub static NOTES: &[(&str, Note)] = &[
         "aten.frexp.Tensor",
         Note::Partial("a subnormal input gives the mantissa and exponent of 0 (XLA's CPU code flushes subnormals)"),
     ),
+    (
+        "aten._linalg_check_errors.default",
+        Note::Partial(
+            "checks nothing: PyTorch raises on a nonzero `info`, which a compiled program cannot (the factorization \
+             returns `info` for the model to read)",
+        ),
+    ),
+    ("aten.linalg_lu_factor_ex.default", Note::Partial(LU_SQUARE)),
+    ("aten.linalg_lu.default", Note::Partial(LU_SQUARE)),
+    ("aten.lu_unpack.default", Note::Partial(LU_SQUARE)),
+    ("aten.linalg_lu_solve.default", Note::Partial(LU_SQUARE)),
+    ("aten.cholesky_solve.default", Note::Partial(LU_SQUARE)),
+    ("aten.cholesky_inverse.default", Note::Partial(LU_SQUARE)),
     ("aten.special_zeta.default", Note::Partial(ZETA)),
     ("aten.special_zeta.other_scalar", Note::Partial(ZETA)),
     ("aten.special_zeta.self_scalar", Note::Partial(ZETA)),
@@ -195,6 +208,10 @@ pub static NOTES: &[(&str, Note)] = &[
     ("aten._upsample_bicubic2d_aa.default", Note::Partial(ANTIALIAS)),
     ("aten._upsample_bicubic2d_aa.vec", Note::Partial(ANTIALIAS)),
 ];
+
+/// The unrolled factorizations and solves of square matrices.
+const LU_SQUARE: &str = "square matrices of a static size up to 64x64 (unrolled per column), float32 and float64; \
+                         `pivot=False` is refused as on PyTorch's CPU, `check_errors=True` (a run-time raise) too";
 
 /// Where the Hurwitz zeta (and polygamma below zero, which sums it) loses accuracy.
 const ZETA: &str = "CHLO's zeta, whose series is accurate for `q >= 0`; below zero the first 64 terms are summed \

@@ -270,6 +270,15 @@ impl<'a> Walk<'a> {
     fn placeholders(&mut self) -> Result<Vec<Option<TensorType>>> {
         let mut types = Vec::with_capacity(self.program.placeholders.len());
         for placeholder in &self.program.placeholders {
+            if self.is_token(&placeholder.name) {
+                // An effect token: no data, so no graph input; it reads as the empty tensor
+                // PyTorch prints for it (`f32[0]`), which nothing computes with.
+                let token =
+                    self.cx.b.constant(ttpu_ir::Literal::splat(ttpu_ir::DType::F32, &[0], ttpu_ir::Scalar::Int(0)));
+                self.env.insert(placeholder.name.clone(), Imported::Tensor(token));
+                types.push(None);
+                continue;
+            }
             if matches!(&placeholder.ty, FxType::Other(text) if text.is_empty())
                 && self.is_user_input(&placeholder.name)
             {
@@ -294,6 +303,14 @@ impl<'a> Walk<'a> {
             types.push(Some(ty));
         }
         Ok(types)
+    }
+
+    /// Whether the graph signature lists `name` as an effect `TOKEN`.
+    fn is_token(&self, name: &str) -> bool {
+        self.program.signature.inputs.iter().any(|spec| {
+            self.program.names_placeholder(&spec.name, name)
+                && matches!(&spec.kind, InputKind::Other(kind) if kind == "TOKEN")
+        })
     }
 
     /// Whether the graph signature lists `name` as a `USER_INPUT`.
@@ -523,6 +540,9 @@ impl<'a> Walk<'a> {
             };
             return Ok(Imported::SymBool(self.sym_bool_operand(operand)?.map(|value| !value)));
         }
+        if target == "higher_order.with_effects" {
+            return self.with_effects(args, kwargs, span);
+        }
         if target == "higher_order.cond" {
             return self.cond(args, kwargs);
         }
@@ -574,6 +594,29 @@ impl<'a> Walk<'a> {
             }
         }
         Ok(bound)
+    }
+
+    /// `with_effects(token, op, *args, **kwargs)`: PyTorch's wrapper around an op with a side
+    /// effect (a run-time check such as `_linalg_check_errors`), threading an effect token through
+    /// the graph to keep effects in order. The graph has no effects to order: the op runs as a
+    /// plain call, and the result is the (empty) token followed by the op's results.
+    fn with_effects(&mut self, args: &[Arg], kwargs: &[(String, Arg)], span: Span) -> Result<Imported> {
+        let [Arg::Name(token, token_span), Arg::Op(target), rest @ ..] = args else {
+            return Err(self.cx.bad("expects an effect token, an op and the op's arguments"));
+        };
+        let token = self
+            .env
+            .get(token)
+            .cloned()
+            .ok_or_else(|| Error::UndefinedName { at: self.location(*token_span), name: token.clone() })?;
+        let (value, _) = self.call(target, rest, kwargs, span)?;
+        let mut items = vec![token];
+        match value {
+            Imported::None => {}
+            Imported::Tuple(results) => items.extend(results),
+            other => items.push(other),
+        }
+        Ok(Imported::Tuple(items))
     }
 
     /// `torch.cond(pred, true_graph, false_graph, operands)`. Both branches are pure graphs with
