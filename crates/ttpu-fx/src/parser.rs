@@ -773,7 +773,8 @@ impl<'s> Parser<'s> {
             return Ok(Arg::Op(target.to_owned()));
         }
         if parts != 2 {
-            let expected = "an argument (`torch.<name>` must be a dtype or an enum like `torch.contiguous_format`)";
+            let expected = "an argument (`torch.<name>` must be a dtype, an enum like `torch.contiguous_format` or an op \
+                            like `torch.ops.aten.add.Tensor`)";
             return Err(self.cur.error_at(span, expected, shorten(&name)));
         }
         if let Some(dtype) = torch_dtype(attr) {

@@ -118,8 +118,8 @@ fn inline_messages() {
         ),
         (r#"y: "f32[2]" = torch.ops.aten.full.default([2], - x)"#, "t.fx:4:62: expected a number after `-`, found `x`"),
         (
-            r#"y: "f32[2]" = torch.ops.aten.f.default(x, torch.ops.aten.g.default)"#,
-            "t.fx:4:55: expected an argument (`torch.<name>` must be a dtype or an enum like `torch.contiguous_format`), found `torch.ops.aten.g.default`",
+            r#"y: "f32[2]" = torch.ops.aten.f.default(x, torch.ops.aten.g)"#,
+            "t.fx:4:55: expected an argument (`torch.<name>` must be a dtype, an enum like `torch.contiguous_format` or an op like `torch.ops.aten.add.Tensor`), found `torch.ops.aten.g`",
         ),
         (r#"y: "f32[2]" = x[1.5]"#, "t.fx:4:29: expected an integer index, found `1.5`"),
         (r#"y: "f32[2]" = x @ x"#, "t.fx:4:29: expected `(`, `[` or an operator like `*`, found `@`"),
