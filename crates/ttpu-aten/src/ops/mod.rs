@@ -17,6 +17,7 @@ mod data;
 mod elementwise;
 mod gcd;
 mod grid3d;
+mod householder;
 mod index;
 mod layout;
 mod linalg;
@@ -761,6 +762,10 @@ pub static TABLE: &[OpDef] = &[
     def("aten.linalg_lu_solve.default", "LU, pivots, B, *, left, adjoint", linalg_decomp::lu_solve),
     def("aten.cholesky_solve.default", "self, input2, upper", linalg_decomp::cholesky_solve),
     def("aten.cholesky_inverse.default", "self, upper", linalg_decomp::cholesky_inverse),
+    def("aten.geqrf.default", "self", householder::geqrf),
+    def("aten.linalg_qr.default", "A, mode", householder::linalg_qr),
+    def("aten.linalg_householder_product.default", "input, tau", householder::householder_product),
+    def("aten.ormqr.default", "self, input2, input3, left, transpose", householder::ormqr),
     // ---- complex conjugation and polar coordinates ----
     def("aten._conj.default", "self", polar::conj),
     def("aten._conj_physical.default", "self", polar::conj),

@@ -183,6 +183,10 @@ pub static NOTES: &[(&str, Note)] = &[
     ("aten.linalg_lu_solve.default", Note::Partial(LU_SQUARE)),
     ("aten.cholesky_solve.default", Note::Partial(LU_SQUARE)),
     ("aten.cholesky_inverse.default", Note::Partial(LU_SQUARE)),
+    ("aten.geqrf.default", Note::Partial(QR)),
+    ("aten.linalg_qr.default", Note::Partial(QR)),
+    ("aten.linalg_householder_product.default", Note::Partial(QR)),
+    ("aten.ormqr.default", Note::Partial(QR)),
     ("aten.special_zeta.default", Note::Partial(ZETA)),
     ("aten.special_zeta.other_scalar", Note::Partial(ZETA)),
     ("aten.special_zeta.self_scalar", Note::Partial(ZETA)),
@@ -212,6 +216,10 @@ pub static NOTES: &[(&str, Note)] = &[
 /// The unrolled factorizations and solves of square matrices.
 const LU_SQUARE: &str = "square matrices of a static size up to 64x64 (unrolled per column), float32 and float64; \
                          `pivot=False` is refused as on PyTorch's CPU, `check_errors=True` (a run-time raise) too";
+
+/// The unrolled Householder reflections.
+const QR: &str = "matrices of a static size up to 64x64 (unrolled per column), float32 and float64; `ormqr`'s \
+                  other operand shares the reflectors' batch";
 
 /// Where the Hurwitz zeta (and polygamma below zero, which sums it) loses accuracy.
 const ZETA: &str = "CHLO's zeta, whose series is accurate for `q >= 0`; below zero the first 64 terms are summed \
