@@ -209,3 +209,35 @@ Range constraints: {}
     let error = ttpu_fx::load(&bad, "inline.fx", &ImportOptions::default()).expect_err("no op");
     assert!(error.to_string().ends_with("expects an effect token, an op and the op's arguments"), "{error}");
 }
+
+#[test]
+fn bases_lapack_chooses_are_refused_with_the_reason() {
+    let body = [
+        "eigh = torch.ops.aten._linalg_eigh.default(a)",
+        r#"values: "f32[4]" = eigh[0]"#,
+        r#"vectors: "f32[4, 4]" = eigh[1]"#,
+    ];
+    // The eigenvalues alone import.
+    try_import(&[("a", "f32[4, 4]")], &body[..2], &["values"], &ImportOptions::default())
+        .unwrap_or_else(|error| panic!("{error}"));
+    let error = try_import(&[("a", "f32[4, 4]")], &body, &["values", "vectors"], &ImportOptions::default())
+        .map(|_| ())
+        .expect_err("eigenvectors");
+    assert!(
+        error
+            .to_string()
+            .contains("reading the eigenvectors of linalg.eigh is refused: each is unique only up to its sign"),
+        "{error}"
+    );
+    let body = ["svd = torch.ops.aten._linalg_svd.default(a)", r#"u: "f32[5, 3]" = svd[0]"#, r#"s: "f32[3]" = svd[1]"#];
+    try_import(&[("a", "f32[5, 3]")], &[body[0], body[2]], &["s"], &ImportOptions::default())
+        .unwrap_or_else(|error| panic!("{error}"));
+    let error =
+        try_import(&[("a", "f32[5, 3]")], &body, &["u", "s"], &ImportOptions::default()).map(|_| ()).expect_err("U");
+    assert!(error.to_string().contains("reading the left singular vectors of linalg.svd is refused"), "{error}");
+    let body = ["eig = torch.ops.aten.linalg_eig.default(a)", r#"w: "c64[4]" = eig[0]"#];
+    let error =
+        try_import(&[("a", "f32[4, 4]")], &body, &["w"], &ImportOptions::default()).map(|_| ()).expect_err("eig");
+    assert!(matches!(*error, Error::OpNotSupported { .. }), "{error}");
+    assert!(error.to_string().contains("in the order LAPACK's `geev` deflates them"), "{error}");
+}

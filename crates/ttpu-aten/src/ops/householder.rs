@@ -35,7 +35,7 @@ impl Mat {
         self.batch.iter().cloned().chain(tail.iter().map(|&size| Dim::Static(size))).collect()
     }
 
-    fn b(&self) -> usize {
+    pub(super) fn b(&self) -> usize {
         self.batch.len()
     }
 }

@@ -19,9 +19,11 @@ mod gcd;
 mod grid3d;
 mod householder;
 mod index;
+mod jacobi;
 mod layout;
 mod linalg;
 mod linalg_decomp;
+mod matrix_exp;
 mod nn;
 mod norm_update;
 pub mod notes;
@@ -766,6 +768,10 @@ pub static TABLE: &[OpDef] = &[
     def("aten.linalg_qr.default", "A, mode", householder::linalg_qr),
     def("aten.linalg_householder_product.default", "input, tau", householder::householder_product),
     def("aten.ormqr.default", "self, input2, input3, left, transpose", householder::ormqr),
+    def("aten._linalg_eigh.default", "A, UPLO, compute_v", jacobi::eigh),
+    def("aten._linalg_svd.default", "A, full_matrices, compute_uv, *, driver", jacobi::svd),
+    def("aten.linalg_pinv.atol_rtol_tensor", "self, *, atol, rtol, hermitian", jacobi::pinv),
+    def("aten.linalg_matrix_exp.default", "self", matrix_exp::matrix_exp),
     // ---- complex conjugation and polar coordinates ----
     def("aten._conj.default", "self", polar::conj),
     def("aten._conj_physical.default", "self", polar::conj),

@@ -187,6 +187,45 @@ pub static NOTES: &[(&str, Note)] = &[
     ("aten.linalg_qr.default", Note::Partial(QR)),
     ("aten.linalg_householder_product.default", Note::Partial(QR)),
     ("aten.ormqr.default", Note::Partial(QR)),
+    (
+        "aten._linalg_eigh.default",
+        Note::Partial(
+            "eigenvalues (ascending, as LAPACK's) of matrices up to 32x32 by Jacobi rotations, float32 and float64; \
+             reading the eigenvectors is refused: each is unique only up to its sign (a repeated eigenvalue's \
+             basis up to a rotation), which LAPACK's `syevd` fixes by the course of its own algorithm",
+        ),
+    ),
+    (
+        "aten._linalg_svd.default",
+        Note::Partial(
+            "singular values (descending) of matrices with up to 32 columns (or rows) by one-sided Jacobi \
+             rotations, float32 and float64, which also give `svdvals`, `matrix_rank`, `cond` and the 2- and \
+             nuclear norms; reading `U` or `Vh` is refused: LAPACK's `gesdd` chooses each singular vector's sign \
+             (and a repeated value's basis) by the course of its own algorithm",
+        ),
+    ),
+    (
+        "aten.linalg_pinv.atol_rtol_tensor",
+        Note::Partial(
+            "matrices with up to 32 columns (or rows), float32 and float64 (`hermitian=True` reads the lower \
+             triangle, as PyTorch's eigendecomposition path does)",
+        ),
+    ),
+    (
+        "aten.linalg_matrix_exp.default",
+        Note::Partial(
+            "matrices of a static size up to 64x64, float32 and float64; scaling and squaring with a Taylor series \
+             of degree 18, so equal to PyTorch's to rounding (its kernel picks lower degrees for small norms)",
+        ),
+    ),
+    (
+        "aten.linalg_eig.default",
+        Note::Unsupported(
+            "the eigenvalues of a general matrix come in the order LAPACK's `geev` deflates them in its Hessenberg \
+             QR iterations, and each eigenvector is unique only up to a complex scale LAPACK normalizes its own \
+             way: neither follows a rule another algorithm can reproduce",
+        ),
+    ),
     ("aten.special_zeta.default", Note::Partial(ZETA)),
     ("aten.special_zeta.other_scalar", Note::Partial(ZETA)),
     ("aten.special_zeta.self_scalar", Note::Partial(ZETA)),
