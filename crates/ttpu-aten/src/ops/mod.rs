@@ -23,6 +23,7 @@ mod jacobi;
 mod layout;
 mod linalg;
 mod linalg_decomp;
+mod linear_cross_entropy;
 mod matrix_exp;
 mod nn;
 mod norm_update;
@@ -772,6 +773,19 @@ pub static TABLE: &[OpDef] = &[
     def("aten._linalg_svd.default", "A, full_matrices, compute_uv, *, driver", jacobi::svd),
     def("aten.linalg_pinv.atol_rtol_tensor", "self, *, atol, rtol, hermitian", jacobi::pinv),
     def("aten.linalg_matrix_exp.default", "self", matrix_exp::matrix_exp),
+    // ---- PyTorch's chunked linear cross entropy (custom ops of `torch.nn.functional`) ----
+    def(
+        "torch_nn._linear_cross_entropy_batch_chunked.default",
+        "input, linear_weight, target, linear_bias, weight, reduction, ignore_index, label_smoothing, \
+         batch_chunk_size, acc_policy, acc_dtype, allow_retain_graph, compute_input_grad, \
+         compute_linear_weight_grad, compute_linear_bias_grad",
+        linear_cross_entropy::batch_chunked,
+    ),
+    def(
+        "torch_nn._linear_cross_entropy_batch_chunked_no_reduction.default",
+        "input, linear_weight, target, linear_bias, weight, ignore_index, batch_chunk_size, acc_policy, acc_dtype",
+        linear_cross_entropy::batch_chunked_no_reduction,
+    ),
     // ---- complex conjugation and polar coordinates ----
     def("aten._conj.default", "self", polar::conj),
     def("aten._conj_physical.default", "self", polar::conj),
@@ -819,7 +833,7 @@ mod tests {
             assert!(seen.insert(def.name), "{} is listed twice", def.name);
             assert_eq!(def.name.split('.').count(), 3, "{} is not `namespace.op.overload`", def.name);
             assert!(
-                ["aten.", "prims.", "quantized_decomposed.", "transformers."]
+                ["aten.", "prims.", "quantized_decomposed.", "transformers.", "torch_nn."]
                     .iter()
                     .any(|namespace| def.name.starts_with(namespace)),
                 "{}",
