@@ -86,10 +86,14 @@ pub fn support(name: &str) -> Support {
     }
 }
 
-/// Every core overload and every supported one, sorted by name.
+/// Every core overload, every supported one and every other one refused on purpose (with a
+/// reason in the notes), sorted by name.
 pub fn statuses() -> Vec<OpStatus> {
     let core = core_ops();
-    let mut names: Vec<&'static str> = core.iter().copied().chain(ops::TABLE.iter().map(|def| def.name)).collect();
+    let refused =
+        notes::NOTES.iter().filter(|(_, note)| matches!(note, notes::Note::Unsupported(_))).map(|(name, _)| *name);
+    let mut names: Vec<&'static str> =
+        core.iter().copied().chain(ops::TABLE.iter().map(|def| def.name)).chain(refused).collect();
     names.sort_unstable();
     names.dedup();
     names
@@ -118,7 +122,8 @@ fn note_problems() -> Vec<String> {
             notes::Note::Unsupported(_) if supported => {
                 problems.push(format!("{name} is noted as unsupported but has a decomposition: remove the note"));
             }
-            _ if !supported && core.binary_search(name).is_err() => {
+            // An overload outside the core set may be refused on purpose, with its reason.
+            notes::Note::Partial(_) if !supported && core.binary_search(name).is_err() => {
                 problems.push(format!("{name} is noted but is neither core nor supported"));
             }
             _ => {}
@@ -141,8 +146,8 @@ for static sizes. With symbolic sizes, some decompositions need a dim to be stat
 (the driver then compiles per size).
 - Out-of-range indices are clamped by gathers and dropped by scatters, where PyTorch raises an error.
 - Values have no memory layout in the IR; the importer tracks PyTorch's layout of each node (strides and storage offset of views) for the ops that read memory (`as_strided`, `sym_stride`, `sym_storage_offset`), and refuses them where it does not know it.
-- Overloads outside the core set are listed only when they are supported; most of the others never \
-reach the importer because `run_decompositions()` decomposes them.
+- Overloads outside the core set are listed only when they are supported or refused on purpose; most \
+of the others never reach the importer because `run_decompositions()` decomposes them.
 
 ## Random numbers
 
@@ -160,7 +165,10 @@ pub fn markdown() -> String {
     let statuses = statuses();
     let core: Vec<&OpStatus> = statuses.iter().filter(|status| status.core).collect();
     let count = |label: &str| core.iter().filter(|status| status.support.label() == label).count();
-    let others: Vec<&OpStatus> = statuses.iter().filter(|status| !status.core).collect();
+    let others: Vec<&OpStatus> =
+        statuses.iter().filter(|status| !status.core && status.support.label() != "unsupported").collect();
+    let refused: Vec<&OpStatus> =
+        statuses.iter().filter(|status| !status.core && status.support.label() == "unsupported").collect();
     let mut out = String::new();
     out.push_str("# ATen operator coverage\n\n");
     out.push_str(
@@ -178,9 +186,11 @@ pub fn markdown() -> String {
         count("unsupported"),
     ));
     out.push_str(&format!(
-        "Beyond them, {} other overloads are supported ({} of them partially).\n\n",
+        "Beyond them, {} other overloads are supported ({} of them partially), and {} are refused on purpose \
+         (the last table says why).\n\n",
         others.len(),
         others.iter().filter(|status| status.support.label() == "partial").count(),
+        refused.len(),
     ));
     out.push_str(GENERAL);
     let table = |out: &mut String, title: &str, rows: &[&OpStatus]| {
@@ -192,6 +202,7 @@ pub fn markdown() -> String {
     };
     table(&mut out, "Core overloads", &core);
     table(&mut out, "Other supported overloads", &others);
+    table(&mut out, "Other overloads refused on purpose", &refused);
     out
 }
 
