@@ -558,3 +558,310 @@ pub(super) fn erfcx(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let value = cx.select(past, first, value)?;
     tensor(cx.convert(value, out)?)
 }
+
+/// The asymptotic series of `J0`/`Y0` beyond 5, in `25 / x^2`.
+const J0_PP: [f64; 7] = [
+    7.96936729297347051624E-4,
+    8.28352392107440799803E-2,
+    1.23953371646414299388E0,
+    5.44725003058768775090E0,
+    8.74716500199817011941E0,
+    5.30324038235394892183E0,
+    9.99999999999999997821E-1,
+];
+const J0_PQ: [f64; 7] = [
+    9.24408810558863637013E-4,
+    8.56288474354474431428E-2,
+    1.25352743901058953537E0,
+    5.47097740330417105182E0,
+    8.76190883237069594232E0,
+    5.30605288235394617618E0,
+    1.00000000000000000218E0,
+];
+const J0_QP: [f64; 8] = [
+    -1.13663838898469149931E-2,
+    -1.28252718670509318512E0,
+    -1.95539544257735972385E1,
+    -9.32060152123768231369E1,
+    -1.77681167980488050595E2,
+    -1.47077505154951170175E2,
+    -5.14105326766599330220E1,
+    -6.05014350600728481186E0,
+];
+const J0_QQ: [f64; 7] = [
+    6.43178256118178023184E1,
+    8.56430025976980587198E2,
+    3.88240183605401609683E3,
+    7.24046774195652478189E3,
+    5.93072701187316984827E3,
+    2.06209331660327847417E3,
+    2.42005740240291393179E2,
+];
+/// `J0` up to 5: a rational function of `x^2` times its first two zeros' factors.
+const J0_RP: [f64; 4] =
+    [-4.79443220978201773821E9, 1.95617491946556577543E12, -2.49248344360967716204E14, 9.70862251047306323952E15];
+const J0_RQ: [f64; 8] = [
+    4.99563147152651017219E2,
+    1.73785401676374683123E5,
+    4.84409658339962045305E7,
+    1.11855537045356834862E10,
+    2.11277520115489217587E12,
+    3.10518229857422583814E14,
+    3.18121955943204943306E16,
+    1.71086294081043136091E18,
+];
+/// `Y0` up to 5, less `2/pi log(x) J0(x)`.
+const Y0_YP: [f64; 8] = [
+    1.55924367855235737965E4,
+    -1.46639295903971606143E7,
+    5.43526477051876500413E9,
+    -9.82136065717911466409E11,
+    8.75906394395366999549E13,
+    -3.46628303384729719441E15,
+    4.42733268572569800351E16,
+    -1.84950800436986690637E16,
+];
+const Y0_YQ: [f64; 7] = [
+    1.04128353664259848412E3,
+    6.26107330137134956842E5,
+    2.68919633393814121987E8,
+    8.64002487103935000337E10,
+    2.02979612750105546709E13,
+    3.17157752842975028269E15,
+    2.50596256172653059228E17,
+];
+/// The asymptotic series of `J1`/`Y1` beyond 5.
+const J1_PP: [f64; 7] = [
+    7.62125616208173112003E-4,
+    7.31397056940917570436E-2,
+    1.12719608129684925192E0,
+    5.11207951146807644818E0,
+    8.42404590141772420927E0,
+    5.21451598682361504063E0,
+    1.00000000000000000254E0,
+];
+const J1_PQ: [f64; 7] = [
+    5.71323128072548699714E-4,
+    6.88455908754495404082E-2,
+    1.10514232634061696926E0,
+    5.07386386128601488557E0,
+    8.39985554327604159757E0,
+    5.20982848682361821619E0,
+    9.99999999999999997461E-1,
+];
+const J1_QP: [f64; 8] = [
+    5.10862594750176621635E-2,
+    4.98213872951233449420E0,
+    7.58238284132545283818E1,
+    3.66779609360150777800E2,
+    7.10856304998926107277E2,
+    5.97489612400613639965E2,
+    2.11688757100572135698E2,
+    2.52070205858023719784E1,
+];
+const J1_QQ: [f64; 7] = [
+    7.42373277035675149943E1,
+    1.05644886038262816351E3,
+    4.98641058337653607651E3,
+    9.56231892404756170795E3,
+    7.99704160447350683650E3,
+    2.82619278517639096600E3,
+    3.36093607810698293419E2,
+];
+/// `J1` up to 5.
+const J1_RP: [f64; 4] =
+    [-8.99971225705559398224E8, 4.52228297998194034323E11, -7.27494245221818276015E13, 3.68295732863852883286E15];
+const J1_RQ: [f64; 8] = [
+    6.20836478118054335476E2,
+    2.56987256757748830383E5,
+    8.35146791431949253037E7,
+    2.21511595479792499675E10,
+    4.74914122079991414898E12,
+    7.84369607876235854894E14,
+    8.95222336184627338078E16,
+    5.32278620332680085395E18,
+];
+/// `Y1` up to 5, less `2/pi (J1(x) log(x) - 1/x)`, over `x`.
+const Y1_YP: [f64; 6] = [
+    1.26320474790178026440E9,
+    -6.47355876379160291031E11,
+    1.14509511541823727583E14,
+    -8.12770255501325109621E15,
+    2.02439475713594898196E17,
+    -7.78877196265950026825E17,
+];
+const Y1_YQ: [f64; 8] = [
+    5.94301592346128195359E2,
+    2.35564092943068577943E5,
+    7.34811944459721705660E7,
+    1.87601316108706159478E10,
+    3.88231277496238566008E12,
+    6.20557727146953693363E14,
+    6.87141087355300489866E16,
+    3.97270608116560655612E18,
+];
+
+/// `sqrt(2 / pi)`.
+const SQRT_2_OVER_PI: f64 = 0.797884560802865355879892119868763737;
+/// `2 / pi`.
+const TWO_OVER_PI: f64 = 0.636619772367581343075535053490057448;
+
+/// The Bessel functions of the first and second kind of orders 0 and 1.
+#[derive(Copy, Clone, PartialEq)]
+pub(super) enum Kind {
+    J0,
+    J1,
+    Y0,
+    Y1,
+}
+
+/// `polevl(z, p) / polevl(z, q)`.
+fn ratio(cx: &mut Cx<'_>, z: ValueId, p: &[f64], q: &[f64]) -> Result<ValueId> {
+    let numerator = polevl(cx, z, p)?;
+    let denominator = polevl(cx, z, q)?;
+    cx.binary(BinaryOp::Divide, numerator, denominator)
+}
+
+/// The asymptotic form beyond 5: `(P cos(x - phase) -+ 5/x Q sin(x - phase)) sqrt(2/pi) / sqrt(x)`
+/// (`J`), or with sine and cosine exchanged (`Y`).
+fn asymptotic(cx: &mut Cx<'_>, x: ValueId, order: u8, second_kind: bool) -> Result<ValueId> {
+    let (pp, pq, qp, qq): (&[f64], &[f64], &[f64], &[f64]) =
+        if order == 0 { (&J0_PP, &J0_PQ, &J0_QP, &J0_QQ) } else { (&J1_PP, &J1_PQ, &J1_QP, &J1_QQ) };
+    let z = if order == 0 {
+        let square = cx.binary(BinaryOp::Multiply, x, x)?;
+        let twenty_five = constant(cx, x, 25.0)?;
+        cx.binary(BinaryOp::Divide, twenty_five, square)?
+    } else {
+        let five = constant(cx, x, 5.0)?;
+        let w = cx.binary(BinaryOp::Divide, five, x)?;
+        cx.binary(BinaryOp::Multiply, w, w)?
+    };
+    let p = ratio(cx, z, pp, pq)?;
+    let q = ratio(cx, z, qp, qq)?;
+    let phase =
+        if order == 0 { 0.785398163397448309615660845819875721 } else { 2.356194490192344928846982537459627163 };
+    let shifted = with(cx, BinaryOp::Subtract, x, phase)?;
+    let cos = cx.unary(UnaryOp::Cosine, shifted)?;
+    let sin = cx.unary(UnaryOp::Sine, shifted)?;
+    let five = constant(cx, x, 5.0)?;
+    let five_over_x = cx.binary(BinaryOp::Divide, five, x)?;
+    let q = cx.binary(BinaryOp::Multiply, five_over_x, q)?;
+    let sum = if second_kind {
+        let a = cx.binary(BinaryOp::Multiply, p, sin)?;
+        let b = cx.binary(BinaryOp::Multiply, q, cos)?;
+        cx.binary(BinaryOp::Add, a, b)?
+    } else {
+        let a = cx.binary(BinaryOp::Multiply, p, cos)?;
+        let b = cx.binary(BinaryOp::Multiply, q, sin)?;
+        cx.binary(BinaryOp::Subtract, a, b)?
+    };
+    let scaled = with(cx, BinaryOp::Multiply, sum, SQRT_2_OVER_PI)?;
+    let root = cx.unary(UnaryOp::Sqrt, x)?;
+    cx.binary(BinaryOp::Divide, scaled, root)
+}
+
+/// `J0(x)` for `x >= 0`.
+fn j0_of(cx: &mut Cx<'_>, x: ValueId) -> Result<ValueId> {
+    let square = cx.binary(BinaryOp::Multiply, x, x)?;
+    let r = ratio(cx, square, &J0_RP, &J0_RQ)?;
+    let first = with(cx, BinaryOp::Subtract, square, 5.78318596294678452118E0)?;
+    let second = with(cx, BinaryOp::Subtract, square, 3.04712623436620863991E1)?;
+    let near = cx.binary(BinaryOp::Multiply, first, second)?;
+    let near = cx.binary(BinaryOp::Multiply, near, r)?;
+    // Below 1e-5: 1 - x^2 / 4.
+    let quarter = with(cx, BinaryOp::Divide, square, 4.0)?;
+    let one = constant(cx, x, 1.0)?;
+    let tiny_value = cx.binary(BinaryOp::Subtract, one, quarter)?;
+    let tiny = constant(cx, x, 1e-5)?;
+    let is_tiny = cx.compare(CompareDirection::Lt, x, tiny)?;
+    let near = cx.select(is_tiny, tiny_value, near)?;
+    let far = asymptotic(cx, x, 0, false)?;
+    split(cx, x, 5.0, near, far)
+}
+
+/// `J1(x)` for `x >= 0`.
+fn j1_of(cx: &mut Cx<'_>, x: ValueId) -> Result<ValueId> {
+    let square = cx.binary(BinaryOp::Multiply, x, x)?;
+    let r = ratio(cx, square, &J1_RP, &J1_RQ)?;
+    let near = cx.binary(BinaryOp::Multiply, r, x)?;
+    let first = with(cx, BinaryOp::Subtract, square, 1.46819706421238932572E1)?;
+    let near = cx.binary(BinaryOp::Multiply, near, first)?;
+    let second = with(cx, BinaryOp::Subtract, square, 4.92184563216946036703E1)?;
+    let near = cx.binary(BinaryOp::Multiply, near, second)?;
+    let far = asymptotic(cx, x, 1, false)?;
+    split(cx, x, 5.0, near, far)
+}
+
+/// `special_bessel_j0/j1/y0/y1(x)`: Cephes' rational approximations up to 5 and asymptotic forms
+/// beyond (`J0` even, `J1` odd; `Y` is `-inf` at 0 and NaN below).
+pub(super) fn bessel_jy(cx: &mut Cx<'_>, args: &Args, kind: Kind) -> Result<Imported> {
+    let x = args.tensor("self")?;
+    tensor(apply_float(cx, x, |cx, x| {
+        let magnitude = cx.unary(UnaryOp::Abs, x)?;
+        match kind {
+            Kind::J0 => j0_of(cx, magnitude),
+            Kind::J1 => {
+                let value = j1_of(cx, magnitude)?;
+                let zero = constant(cx, x, 0.0)?;
+                let negative = cx.compare(CompareDirection::Lt, x, zero)?;
+                let flipped = cx.unary(UnaryOp::Negate, value)?;
+                cx.select(negative, flipped, value)
+            }
+            Kind::Y0 | Kind::Y1 => {
+                let square = cx.binary(BinaryOp::Multiply, x, x)?;
+                let log = cx.unary(UnaryOp::Log, x)?;
+                let near = if kind == Kind::Y0 {
+                    let r = ratio(cx, square, &Y0_YP, &Y0_YQ)?;
+                    let j0 = j0_of(cx, magnitude)?;
+                    let term = with(cx, BinaryOp::Multiply, log, TWO_OVER_PI)?;
+                    let term = cx.binary(BinaryOp::Multiply, term, j0)?;
+                    cx.binary(BinaryOp::Add, r, term)?
+                } else {
+                    let r = ratio(cx, square, &Y1_YP, &Y1_YQ)?;
+                    let r = cx.binary(BinaryOp::Multiply, x, r)?;
+                    let j1 = j1_of(cx, magnitude)?;
+                    let product = cx.binary(BinaryOp::Multiply, j1, log)?;
+                    let one = constant(cx, x, 1.0)?;
+                    let inverse = cx.binary(BinaryOp::Divide, one, x)?;
+                    let difference = cx.binary(BinaryOp::Subtract, product, inverse)?;
+                    let term = with(cx, BinaryOp::Multiply, difference, TWO_OVER_PI)?;
+                    cx.binary(BinaryOp::Add, r, term)?
+                };
+                let far = asymptotic(cx, x, if kind == Kind::Y0 { 0 } else { 1 }, true)?;
+                let value = split(cx, x, 5.0, near, far)?;
+                let zero = constant(cx, x, 0.0)?;
+                let nan = constant(cx, x, f64::NAN)?;
+                let minus_infinity = constant(cx, x, f64::NEG_INFINITY)?;
+                let negative = cx.compare(CompareDirection::Lt, x, zero)?;
+                let value = cx.select(negative, nan, value)?;
+                let at_zero = cx.compare(CompareDirection::Eq, x, zero)?;
+                cx.select(at_zero, minus_infinity, value)
+            }
+        }
+    })?)
+}
+
+/// `special_spherical_bessel_j0(x)`: `sin(x) / x`, by its Taylor series below 0.5 and 0 at the
+/// infinities, as PyTorch computes it.
+pub(super) fn spherical_j0(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("x")?;
+    tensor(apply_float(cx, x, |cx, x| {
+        let sin = cx.unary(UnaryOp::Sine, x)?;
+        let far = cx.binary(BinaryOp::Divide, sin, x)?;
+        // 1 + x^2 (-1/6 + x^2 (1/120 + x^2 (-1/5040 + x^2 (1/362880 + x^2 (-1/39916800 + x^2 / 6227020800))))).
+        let square = cx.binary(BinaryOp::Multiply, x, x)?;
+        let mut series = constant(cx, x, 1.0 / 6227020800.0)?;
+        for c in [-1.0 / 39916800.0, 1.0 / 362880.0, -1.0 / 5040.0, 1.0 / 120.0, -1.0 / 6.0, 1.0] {
+            let product = cx.binary(BinaryOp::Multiply, square, series)?;
+            series = with(cx, BinaryOp::Add, product, c)?;
+        }
+        let magnitude = cx.unary(UnaryOp::Abs, x)?;
+        let half = constant(cx, x, 0.5)?;
+        let small = cx.compare(CompareDirection::Lt, magnitude, half)?;
+        let value = cx.select(small, series, far)?;
+        let infinity = constant(cx, x, f64::INFINITY)?;
+        let infinite = cx.compare(CompareDirection::Eq, magnitude, infinity)?;
+        let zero = constant(cx, x, 0.0)?;
+        cx.select(infinite, zero, value)
+    })?)
+}
