@@ -704,7 +704,7 @@ const Y1_YQ: [f64; 8] = [
 /// `sqrt(2 / pi)`.
 const SQRT_2_OVER_PI: f64 = 0.797884560802865355879892119868763737;
 /// `2 / pi`.
-const TWO_OVER_PI: f64 = 0.636619772367581343075535053490057448;
+const TWO_OVER_PI: f64 = std::f64::consts::FRAC_2_PI;
 
 /// The Bessel functions of the first and second kind of orders 0 and 1.
 #[derive(Copy, Clone, PartialEq)]
@@ -738,8 +738,8 @@ fn asymptotic(cx: &mut Cx<'_>, x: ValueId, order: u8, second_kind: bool) -> Resu
     };
     let p = ratio(cx, z, pp, pq)?;
     let q = ratio(cx, z, qp, qq)?;
-    let phase =
-        if order == 0 { 0.785398163397448309615660845819875721 } else { 2.356194490192344928846982537459627163 };
+    // pi / 4 and 3 pi / 4 (Cephes' literal of the latter, which rounds to the f64 nearest it).
+    let phase = if order == 0 { std::f64::consts::FRAC_PI_4 } else { 2.356_194_490_192_345 };
     let shifted = with(cx, BinaryOp::Subtract, x, phase)?;
     let cos = cx.unary(UnaryOp::Cosine, shifted)?;
     let sin = cx.unary(UnaryOp::Sine, shifted)?;
