@@ -865,3 +865,169 @@ pub(super) fn spherical_j0(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
         cx.select(infinite, zero, value)
     })?)
 }
+
+/// `Ai` beyond 2.09: `an / ad` in `1 / zeta`.
+const AIRY_AN: [f64; 8] = [
+    3.46538101525629032477E-1,
+    1.20075952739645805542E1,
+    7.62796053615234516538E1,
+    1.68089224934630576269E2,
+    1.59756391350164413639E2,
+    7.05360906840444183113E1,
+    1.40264691163389668864E1,
+    9.99999999999999995305E-1,
+];
+const AIRY_AD: [f64; 8] = [
+    5.67594532638770212846E-1,
+    1.47562562584847203173E1,
+    8.45138970141474626562E1,
+    1.77318088145400459522E2,
+    1.64234692871529701831E2,
+    7.14778400825575695274E1,
+    1.40959135607834029598E1,
+    1.00000000000000000470E0,
+];
+/// `Ai` below -2.09: the amplitude and phase corrections in `z^2`.
+const AIRY_AFN: [f64; 9] = [
+    -1.31696323418331795333E-1,
+    -6.26456544431912369773E-1,
+    -6.93158036036933542233E-1,
+    -2.79779981545119124951E-1,
+    -4.91900132609500318020E-2,
+    -4.06265923594885404393E-3,
+    -1.59276496239262096340E-4,
+    -2.77649108155232920844E-6,
+    -1.67787698489114633780E-8,
+];
+const AIRY_AFD: [f64; 9] = [
+    1.33560420706553243746E1,
+    3.26825032795224613948E1,
+    2.67367040941499554804E1,
+    9.18707402907259625840E0,
+    1.47529146771666414581E0,
+    1.15687173795188044134E-1,
+    4.40291641615211203805E-3,
+    7.54720348287414296618E-5,
+    4.51850092970580378464E-7,
+];
+const AIRY_AGN: [f64; 11] = [
+    1.97339932091685679179E-2,
+    3.91103029615688277255E-1,
+    1.06579897599595591108E0,
+    9.39169229816650230044E-1,
+    3.51465656105547619242E-1,
+    6.33888919628925490927E-2,
+    5.85804113048388458567E-3,
+    2.82851600836737019778E-4,
+    6.98793669997260967291E-6,
+    8.11789239554389293311E-8,
+    3.41551784765923618484E-10,
+];
+const AIRY_AGD: [f64; 10] = [
+    9.30892908077441974853E0,
+    1.98352928718312140417E1,
+    1.55646628932864612953E1,
+    5.47686069422975497931E0,
+    9.54293611618961883998E-1,
+    8.64580826352392193095E-2,
+    4.12656523824222607191E-3,
+    1.01259085116509135510E-4,
+    1.17166733214413521882E-6,
+    4.91834570062930015649E-9,
+];
+
+/// Terms of `Ai`'s power series around 0 summed where `|x| < 2.09`: past about 25 terms the
+/// next ones are below `f64`'s precision of the sum (PyTorch stops at the first such term), so
+/// more change nothing.
+const AIRY_TERMS: usize = 30;
+
+/// `1 / sqrt(pi)`.
+const FRAC_1_SQRT_PI: f64 = 5.64189583547756286948E-1;
+
+/// `special_airy_ai(x)`: Cephes' `airy` for `Ai` (the oscillating asymptotic form below -2.09,
+/// the power series between, the decaying form from 2.09 on; 0 past 103.892, NaN at the
+/// infinities).
+pub(super) fn airy_ai(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let x = args.tensor("x")?;
+    tensor(apply_float(cx, x, |cx, x| {
+        let one = constant(cx, x, 1.0)?;
+        let magnitude = cx.unary(UnaryOp::Abs, x)?;
+        let root_magnitude = cx.unary(UnaryOp::Sqrt, magnitude)?;
+        // Below -2.09: t = -2 x sqrt(-x) / 3, z = 1 / t.
+        let t = cx.binary(BinaryOp::Multiply, x, root_magnitude)?;
+        let t = with(cx, BinaryOp::Multiply, t, -2.0)?;
+        let t = with(cx, BinaryOp::Divide, t, 3.0)?;
+        let z = cx.binary(BinaryOp::Divide, one, t)?;
+        let z2 = cx.binary(BinaryOp::Multiply, z, z)?;
+        let afn = polevl(cx, z2, &AIRY_AFN)?;
+        let afd = polevl(cx, z2, &AIRY_AFD)?;
+        let agn = polevl(cx, z2, &AIRY_AGN)?;
+        let agd = polevl(cx, z2, &AIRY_AGD)?;
+        let phase = with(cx, BinaryOp::Add, t, 0.25 * std::f64::consts::PI)?;
+        let sin = cx.unary(UnaryOp::Sine, phase)?;
+        let cos = cx.unary(UnaryOp::Cosine, phase)?;
+        let f = cx.binary(BinaryOp::Divide, afn, afd)?;
+        let f = cx.binary(BinaryOp::Multiply, z2, f)?;
+        let f = cx.binary(BinaryOp::Add, one, f)?;
+        let f = cx.binary(BinaryOp::Multiply, sin, f)?;
+        let g = cx.binary(BinaryOp::Divide, agn, agd)?;
+        let g = cx.binary(BinaryOp::Multiply, z, g)?;
+        let g = cx.binary(BinaryOp::Multiply, cos, g)?;
+        let wave = cx.binary(BinaryOp::Subtract, f, g)?;
+        let quarter_root = cx.unary(UnaryOp::Sqrt, root_magnitude)?;
+        let amplitude = constant(cx, x, FRAC_1_SQRT_PI)?;
+        let amplitude = cx.binary(BinaryOp::Divide, amplitude, quarter_root)?;
+        let oscillating = cx.binary(BinaryOp::Multiply, amplitude, wave)?;
+        // From 2.09: zeta = 2 x sqrt(x) / 3, Ai = (an / ad) / (2 sqrt(pi) x^(1/4) exp(zeta)).
+        let zeta = cx.binary(BinaryOp::Multiply, x, root_magnitude)?;
+        let zeta = with(cx, BinaryOp::Multiply, zeta, 2.0)?;
+        let zeta = with(cx, BinaryOp::Divide, zeta, 3.0)?;
+        let inverse = cx.binary(BinaryOp::Divide, one, zeta)?;
+        let an = polevl(cx, inverse, &AIRY_AN)?;
+        let ad = polevl(cx, inverse, &AIRY_AD)?;
+        let ratio = cx.binary(BinaryOp::Divide, an, ad)?;
+        let ratio = with(cx, BinaryOp::Multiply, ratio, FRAC_1_SQRT_PI)?;
+        let growth = cx.unary(UnaryOp::Exponential, zeta)?;
+        let denominator = with(cx, BinaryOp::Multiply, quarter_root, 2.0)?;
+        let denominator = cx.binary(BinaryOp::Multiply, denominator, growth)?;
+        let decaying = cx.binary(BinaryOp::Divide, ratio, denominator)?;
+        // The power series: f and g accumulate the two fundamental solutions.
+        let mut f = one;
+        let mut g = x;
+        let mut k = 1.0;
+        let mut m = one;
+        let mut n = x;
+        let cube = cx.binary(BinaryOp::Multiply, x, x)?;
+        let cube = cx.binary(BinaryOp::Multiply, cube, x)?;
+        for _ in 0..AIRY_TERMS {
+            m = cx.binary(BinaryOp::Multiply, m, cube)?;
+            k += 1.0;
+            m = with(cx, BinaryOp::Divide, m, k)?;
+            n = cx.binary(BinaryOp::Multiply, n, cube)?;
+            k += 1.0;
+            n = with(cx, BinaryOp::Divide, n, k)?;
+            m = with(cx, BinaryOp::Divide, m, k)?;
+            f = cx.binary(BinaryOp::Add, f, m)?;
+            k += 1.0;
+            n = with(cx, BinaryOp::Divide, n, k)?;
+            g = cx.binary(BinaryOp::Add, g, n)?;
+        }
+        let f = with(cx, BinaryOp::Multiply, f, 0.355028053887817239260)?;
+        let g = with(cx, BinaryOp::Multiply, g, 0.258819403792806798405)?;
+        let series = cx.binary(BinaryOp::Subtract, f, g)?;
+        let low = constant(cx, x, -2.09)?;
+        let below = cx.compare(CompareDirection::Lt, x, low)?;
+        let value = cx.select(below, oscillating, series)?;
+        let high = constant(cx, x, 2.09)?;
+        let above = cx.compare(CompareDirection::Ge, x, high)?;
+        let value = cx.select(above, decaying, value)?;
+        let far = constant(cx, x, 103.892)?;
+        let beyond = cx.compare(CompareDirection::Gt, x, far)?;
+        let zero = constant(cx, x, 0.0)?;
+        let value = cx.select(beyond, zero, value)?;
+        let infinity = constant(cx, x, f64::INFINITY)?;
+        let infinite = cx.compare(CompareDirection::Eq, magnitude, infinity)?;
+        let nan = constant(cx, x, f64::NAN)?;
+        cx.select(infinite, nan, value)
+    })?)
+}

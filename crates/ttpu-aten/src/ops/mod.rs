@@ -734,6 +734,7 @@ pub static TABLE: &[OpDef] = &[
     def("aten.special_bessel_y0.default", "self", |cx, a| cephes::bessel_jy(cx, a, cephes::Kind::Y0)),
     def("aten.special_bessel_y1.default", "self", |cx, a| cephes::bessel_jy(cx, a, cephes::Kind::Y1)),
     def("aten.special_spherical_bessel_j0.default", "x", cephes::spherical_j0),
+    def("aten.special_airy_ai.default", "x", cephes::airy_ai),
     def("aten.special_erfcx.default", "self", cephes::erfcx),
     def("aten.gcd.default", "self, other", gcd::gcd),
     def("aten.lcm.default", "self, other", gcd::lcm),
