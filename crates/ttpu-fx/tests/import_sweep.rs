@@ -241,3 +241,16 @@ fn bases_lapack_chooses_are_refused_with_the_reason() {
     assert!(matches!(*error, Error::OpNotSupported { .. }), "{error}");
     assert!(error.to_string().contains("in the order LAPACK's `geev` deflates them"), "{error}");
 }
+
+#[test]
+fn incomplete_gamma_of_integers_is_refused() {
+    // PyTorch's kernel is defined for floats; an integer operand beside a float one promotes.
+    check(&[("a", "i64[3]"), ("x", "f32[3]")], "f32[3]", "aten.igamma.default(a, x)");
+    let body = r#"out: "i64[3]" = torch.ops.aten.igammac.default(a, x)"#;
+    let error = try_import(&[("a", "i64[3]"), ("x", "i64[3]")], &[body], &["out"], &ImportOptions::default())
+        .expect_err("integers");
+    assert!(
+        error.to_string().ends_with("at node `out`: is defined for floating types only; its operands promote to i64"),
+        "{error}"
+    );
+}

@@ -18,6 +18,7 @@ mod elementwise;
 mod gcd;
 mod grid3d;
 mod householder;
+mod igamma;
 mod index;
 mod jacobi;
 mod layout;
@@ -736,6 +737,8 @@ pub static TABLE: &[OpDef] = &[
     def("aten.special_spherical_bessel_j0.default", "x", cephes::spherical_j0),
     def("aten.special_airy_ai.default", "x", cephes::airy_ai),
     def("aten.special_erfcx.default", "self", cephes::erfcx),
+    def("aten.igamma.default", "self, other", |cx, a| igamma::igamma(cx, a, false)),
+    def("aten.igammac.default", "self, other", |cx, a| igamma::igamma(cx, a, true)),
     def("aten.gcd.default", "self, other", gcd::gcd),
     def("aten.lcm.default", "self, other", gcd::lcm),
     // ---- orthogonal polynomials (degrees given as numbers) ----
