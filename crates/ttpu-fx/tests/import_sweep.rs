@@ -254,3 +254,16 @@ fn incomplete_gamma_of_integers_is_refused() {
         "{error}"
     );
 }
+
+#[test]
+fn ldl_solve_checks_its_pivots() {
+    let body = r#"out: "f32[4, 2]" = torch.ops.aten.linalg_ldl_solve.default(ld, piv, b)"#;
+    let params = [("ld", "f32[4, 4]"), ("piv", "i32[3]"), ("b", "f32[4, 2]")];
+    let error = try_import(&params, &[body], &["out"], &ImportOptions::default()).expect_err("pivots");
+    assert!(
+        error.to_string().ends_with("linalg.ldl_solve: pivots i32[3] must hold one pivot per row of LD f32[4, 4]"),
+        "{error}"
+    );
+    let params = [("ld", "f32[4, 4]"), ("piv", "i32[4]"), ("b", "f32[4, 2]")];
+    try_import(&params, &[body], &["out"], &ImportOptions::default()).unwrap_or_else(|error| panic!("{error}"));
+}

@@ -22,6 +22,7 @@ mod igamma;
 mod index;
 mod jacobi;
 mod layout;
+mod ldl;
 mod linalg;
 mod linalg_decomp;
 mod linear_cross_entropy;
@@ -774,6 +775,8 @@ pub static TABLE: &[OpDef] = &[
     def("aten.linalg_lu_solve.default", "LU, pivots, B, *, left, adjoint", linalg_decomp::lu_solve),
     def("aten.cholesky_solve.default", "self, input2, upper", linalg_decomp::cholesky_solve),
     def("aten.cholesky_inverse.default", "self, upper", linalg_decomp::cholesky_inverse),
+    def("aten.linalg_ldl_factor_ex.default", "self, *, hermitian, check_errors", ldl::factor_ex),
+    def("aten.linalg_ldl_solve.default", "LD, pivots, B, *, hermitian", ldl::solve),
     def("aten.geqrf.default", "self", householder::geqrf),
     def("aten.linalg_qr.default", "A, mode", householder::linalg_qr),
     def("aten.linalg_householder_product.default", "input, tau", householder::householder_product),
