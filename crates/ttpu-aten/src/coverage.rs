@@ -148,6 +148,9 @@ for static sizes. With symbolic sizes, some decompositions need a dim to be stat
 - Values have no memory layout in the IR; the importer tracks PyTorch's layout of each node (strides and storage offset of views) for the ops that read memory (`as_strided`, `sym_stride`, `sym_storage_offset`), and refuses them where it does not know it.
 - Overloads outside the core set are listed only when they are supported or refused on purpose; most \
 of the others never reach the importer because `run_decompositions()` decomposes them.
+- A program holding `complex32` tensors is refused when it is parsed: StableHLO's complex types have \
+`f32` or `f64` parts only, and PyTorch computes `complex32` in `complex64`, rounding each result's parts \
+to half; the IR has no dtype that would carry that rounding (see [fx-format.md](fx-format.md)).
 
 ## Random numbers
 
