@@ -188,12 +188,15 @@ pub fn markdown() -> String {
         count("partial"),
         count("unsupported"),
     ));
+    let refused_count = match refused.len() {
+        1 => "1 is".to_string(),
+        count => format!("{count} are"),
+    };
     out.push_str(&format!(
-        "Beyond them, {} other overloads are supported ({} of them partially), and {} are refused on purpose \
-         (the last table says why).\n\n",
+        "Beyond them, {} other overloads are supported ({} of them partially), and {refused_count} refused on \
+         purpose (the last table says why).\n\n",
         others.len(),
         others.iter().filter(|status| status.support.label() == "partial").count(),
-        refused.len(),
     ));
     out.push_str(GENERAL);
     let table = |out: &mut String, title: &str, rows: &[&OpStatus]| {

@@ -267,3 +267,16 @@ fn ldl_solve_checks_its_pivots() {
     let params = [("ld", "f32[4, 4]"), ("piv", "i32[4]"), ("b", "f32[4, 2]")];
     try_import(&params, &[body], &["out"], &ImportOptions::default()).unwrap_or_else(|error| panic!("{error}"));
 }
+
+#[test]
+fn polynomials_of_tensor_degrees_take_single_and_double_floats() {
+    check(&[("x", "f32[3]"), ("n", "i64[3]")], "f32[3]", "aten.special_chebyshev_polynomial_t.default(x, n)");
+    check(&[("n", "f64[2, 3]")], "f64[2, 3]", "aten.special_legendre_polynomial_p.x_scalar(0.5, n)");
+    let body = r#"out: "f16[3]" = torch.ops.aten.special_hermite_polynomial_h.default(x, n)"#;
+    let error = try_import(&[("x", "f16[3]"), ("n", "f16[3]")], &[body], &["out"], &ImportOptions::default())
+        .expect_err("half");
+    assert!(
+        error.to_string().ends_with("is implemented for float32 and float64 (PyTorch's CPU kernel refuses f16)"),
+        "{error}"
+    );
+}

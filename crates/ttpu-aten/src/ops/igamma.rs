@@ -13,11 +13,10 @@
 // nearest `f64` by the compiler as PyTorch's are by its own.
 #![allow(clippy::excessive_precision)]
 
-use ttpu_ir::{
-    BinaryOp, CompareDirection, DType, Graph, GraphBuilder, ReduceKind, Scalar, TensorType, UnaryOp, ValueId,
-};
+use ttpu_ir::{BinaryOp, CompareDirection, DType, ReduceKind, Scalar, TensorType, UnaryOp, ValueId};
 
 use super::elementwise::tensor;
+use super::loops::loop_graph;
 use crate::args::Args;
 use crate::ctx::{Cx, Imported, opmath};
 use crate::error::Result;
@@ -972,23 +971,6 @@ fn prefactor(cx: &mut Cx<'_>, a: ValueId, x: ValueId, eps: &Eps) -> Result<Value
     let distance = cx.unary(UnaryOp::Abs, distance)?;
     let is_far = cx.compare(CompareDirection::Gt, distance, spread)?;
     cx.select(is_far, far, near)
-}
-
-/// A graph of its own for a loop: inputs of `types`, outputs what `build` returns. `build` runs
-/// on `cx` with the new graph in place of the enclosing one, which is put back either way.
-fn loop_graph(
-    cx: &mut Cx<'_>,
-    types: &[TensorType],
-    build: impl FnOnce(&mut Cx<'_>, &[ValueId]) -> Result<Vec<ValueId>>,
-) -> Result<Graph> {
-    let mut inner = GraphBuilder::new();
-    inner.graph_mut().symbols = cx.b.graph().symbols.clone();
-    inner.set_loc(cx.b.loc().clone());
-    let inputs: Vec<ValueId> = types.iter().map(|ty| inner.input(ty.clone(), None)).collect();
-    let outer = std::mem::replace(&mut cx.b, inner);
-    let outputs = build(cx, &inputs);
-    let inner = std::mem::replace(&mut cx.b, outer);
-    Ok(inner.finish(&outputs?))
 }
 
 /// Where the loop state keeps each quantity.

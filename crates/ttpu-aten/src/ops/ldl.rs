@@ -8,35 +8,17 @@
 //! pivot rule is `sytf2`'s: LAPACK's blocked `sytrf` chooses the same pivots (PyTorch's results
 //! for matrices up to 100 rows match it exactly), and the arithmetic follows its order.
 
-use ttpu_ir::{
-    BinaryOp, CompareDirection, DType, Graph, GraphBuilder, ReduceKind, Scalar, TensorType, UnaryOp, ValueId,
-};
+use ttpu_ir::{BinaryOp, CompareDirection, DType, Graph, ReduceKind, Scalar, TensorType, UnaryOp, ValueId};
 
 use super::elementwise::tensor;
 use super::linalg::{Square, broadcast_system, expand, iota, refuse_check_errors, square};
+use super::loops::loop_graph;
 use crate::args::Args;
 use crate::ctx::{Cx, Imported};
 use crate::error::Result;
 
 /// Bunch and Kaufman's `alpha = (1 + sqrt(17)) / 8`, which bounds the growth of the entries.
 const ALPHA: f64 = 0.6403882032022076;
-
-/// A graph of its own for a loop: inputs of `types`, outputs what `build` returns; the enclosing
-/// graph is put back either way.
-fn loop_graph(
-    cx: &mut Cx<'_>,
-    types: &[TensorType],
-    build: impl FnOnce(&mut Cx<'_>, &[ValueId]) -> Result<Vec<ValueId>>,
-) -> Result<Graph> {
-    let mut inner = GraphBuilder::new();
-    inner.graph_mut().symbols = cx.b.graph().symbols.clone();
-    inner.set_loc(cx.b.loc().clone());
-    let inputs: Vec<ValueId> = types.iter().map(|ty| inner.input(ty.clone(), None)).collect();
-    let outer = std::mem::replace(&mut cx.b, inner);
-    let outputs = build(cx, &inputs);
-    let inner = std::mem::replace(&mut cx.b, outer);
-    Ok(inner.finish(&outputs?))
-}
 
 /// `while any(k < n)`: the loop runs until every matrix's column index has passed the last
 /// column (`k` is `[batch..]`, `i64`; for the backward solve, `-1 < k`).

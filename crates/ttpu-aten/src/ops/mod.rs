@@ -26,6 +26,7 @@ mod ldl;
 mod linalg;
 mod linalg_decomp;
 mod linear_cross_entropy;
+mod loops;
 mod matrix_exp;
 mod nn;
 mod norm_update;
@@ -765,6 +766,55 @@ pub static TABLE: &[OpDef] = &[
         polynomials::polynomial(cx, a, polynomials::Family::LaguerreL)
     }),
     def("aten.special_legendre_polynomial_p.n_scalar", "x, n", |cx, a| {
+        polynomials::polynomial(cx, a, polynomials::Family::LegendreP)
+    }),
+    // ---- orthogonal polynomials (degrees given as tensors) ----
+    def("aten.special_chebyshev_polynomial_t.default", "x, n", |cx, a| {
+        polynomials::polynomial(cx, a, polynomials::Family::ChebyshevT)
+    }),
+    def("aten.special_chebyshev_polynomial_t.x_scalar", "x, n", |cx, a| {
+        polynomials::polynomial(cx, a, polynomials::Family::ChebyshevT)
+    }),
+    def("aten.special_chebyshev_polynomial_u.default", "x, n", |cx, a| {
+        polynomials::polynomial(cx, a, polynomials::Family::ChebyshevU)
+    }),
+    def("aten.special_chebyshev_polynomial_u.x_scalar", "x, n", |cx, a| {
+        polynomials::polynomial(cx, a, polynomials::Family::ChebyshevU)
+    }),
+    def("aten.special_chebyshev_polynomial_v.default", "x, n", |cx, a| {
+        polynomials::polynomial(cx, a, polynomials::Family::ChebyshevV)
+    }),
+    def("aten.special_chebyshev_polynomial_v.x_scalar", "x, n", |cx, a| {
+        polynomials::polynomial(cx, a, polynomials::Family::ChebyshevV)
+    }),
+    def("aten.special_chebyshev_polynomial_w.default", "x, n", |cx, a| {
+        polynomials::polynomial(cx, a, polynomials::Family::ChebyshevW)
+    }),
+    def("aten.special_chebyshev_polynomial_w.x_scalar", "x, n", |cx, a| {
+        polynomials::polynomial(cx, a, polynomials::Family::ChebyshevW)
+    }),
+    def("aten.special_hermite_polynomial_h.default", "x, n", |cx, a| {
+        polynomials::polynomial(cx, a, polynomials::Family::HermiteH)
+    }),
+    def("aten.special_hermite_polynomial_h.x_scalar", "x, n", |cx, a| {
+        polynomials::polynomial(cx, a, polynomials::Family::HermiteH)
+    }),
+    def("aten.special_hermite_polynomial_he.default", "x, n", |cx, a| {
+        polynomials::polynomial(cx, a, polynomials::Family::HermiteHe)
+    }),
+    def("aten.special_hermite_polynomial_he.x_scalar", "x, n", |cx, a| {
+        polynomials::polynomial(cx, a, polynomials::Family::HermiteHe)
+    }),
+    def("aten.special_laguerre_polynomial_l.default", "x, n", |cx, a| {
+        polynomials::polynomial(cx, a, polynomials::Family::LaguerreL)
+    }),
+    def("aten.special_laguerre_polynomial_l.x_scalar", "x, n", |cx, a| {
+        polynomials::polynomial(cx, a, polynomials::Family::LaguerreL)
+    }),
+    def("aten.special_legendre_polynomial_p.default", "x, n", |cx, a| {
+        polynomials::polynomial(cx, a, polynomials::Family::LegendreP)
+    }),
+    def("aten.special_legendre_polynomial_p.x_scalar", "x, n", |cx, a| {
         polynomials::polynomial(cx, a, polynomials::Family::LegendreP)
     }),
     // ---- factorizations and solves (unrolled, static sizes) ----

@@ -230,22 +230,6 @@ pub static NOTES: &[(&str, Note)] = &[
     ("aten.special_zeta.other_scalar", Note::Partial(ZETA)),
     ("aten.special_zeta.self_scalar", Note::Partial(ZETA)),
     ("aten.polygamma.default", Note::Partial(ZETA)),
-    ("aten.special_chebyshev_polynomial_t.default", Note::Unsupported(DEGREE_TENSOR)),
-    ("aten.special_chebyshev_polynomial_t.x_scalar", Note::Unsupported(DEGREE_TENSOR)),
-    ("aten.special_chebyshev_polynomial_u.default", Note::Unsupported(DEGREE_TENSOR)),
-    ("aten.special_chebyshev_polynomial_u.x_scalar", Note::Unsupported(DEGREE_TENSOR)),
-    ("aten.special_chebyshev_polynomial_v.default", Note::Unsupported(DEGREE_TENSOR)),
-    ("aten.special_chebyshev_polynomial_v.x_scalar", Note::Unsupported(DEGREE_TENSOR)),
-    ("aten.special_chebyshev_polynomial_w.default", Note::Unsupported(DEGREE_TENSOR)),
-    ("aten.special_chebyshev_polynomial_w.x_scalar", Note::Unsupported(DEGREE_TENSOR)),
-    ("aten.special_hermite_polynomial_h.default", Note::Unsupported(DEGREE_TENSOR)),
-    ("aten.special_hermite_polynomial_h.x_scalar", Note::Unsupported(DEGREE_TENSOR)),
-    ("aten.special_hermite_polynomial_he.default", Note::Unsupported(DEGREE_TENSOR)),
-    ("aten.special_hermite_polynomial_he.x_scalar", Note::Unsupported(DEGREE_TENSOR)),
-    ("aten.special_laguerre_polynomial_l.default", Note::Unsupported(DEGREE_TENSOR)),
-    ("aten.special_laguerre_polynomial_l.x_scalar", Note::Unsupported(DEGREE_TENSOR)),
-    ("aten.special_legendre_polynomial_p.default", Note::Unsupported(DEGREE_TENSOR)),
-    ("aten.special_legendre_polynomial_p.x_scalar", Note::Unsupported(DEGREE_TENSOR)),
     ("aten._upsample_bilinear2d_aa.default", Note::Partial(ANTIALIAS)),
     ("aten._upsample_bilinear2d_aa.vec", Note::Partial(ANTIALIAS)),
     ("aten._upsample_bicubic2d_aa.default", Note::Partial(ANTIALIAS)),
@@ -263,10 +247,6 @@ const QR: &str = "matrices of a static size up to 64x64 (unrolled per column), f
 /// Where the Hurwitz zeta (and polygamma below zero, which sums it) loses accuracy.
 const ZETA: &str = "CHLO's zeta, whose series is accurate for `q >= 0`; below zero the first 64 terms are summed \
                     directly, so a `q` below -64 meets CHLO's series where it is not accurate";
-
-/// Why the polynomial overloads whose degree is a tensor are refused.
-const DEGREE_TENSOR: &str = "the degree is a tensor, so the recurrence would unroll to a degree the data decides; \
-                             the `n_scalar` overload (a degree given as a number) is supported";
 
 /// What the antialiased upsamplings take.
 const ANTIALIAS: &str = "float32, float64 and uint8 images (PyTorch's CPU kernels take no other dtype)";
