@@ -226,10 +226,6 @@ pub static NOTES: &[(&str, Note)] = &[
              way: neither follows a rule another algorithm can reproduce",
         ),
     ),
-    ("aten.special_zeta.default", Note::Partial(ZETA)),
-    ("aten.special_zeta.other_scalar", Note::Partial(ZETA)),
-    ("aten.special_zeta.self_scalar", Note::Partial(ZETA)),
-    ("aten.polygamma.default", Note::Partial(ZETA)),
     ("aten._upsample_bilinear2d_aa.default", Note::Partial(ANTIALIAS)),
     ("aten._upsample_bilinear2d_aa.vec", Note::Partial(ANTIALIAS)),
     ("aten._upsample_bicubic2d_aa.default", Note::Partial(ANTIALIAS)),
@@ -243,10 +239,6 @@ const LU_SQUARE: &str = "square matrices of a static size up to 64x64 (unrolled 
 /// The unrolled Householder reflections.
 const QR: &str = "matrices of a static size up to 64x64 (unrolled per column), float32 and float64; `ormqr`'s \
                   other operand shares the reflectors' batch";
-
-/// Where the Hurwitz zeta (and polygamma below zero, which sums it) loses accuracy.
-const ZETA: &str = "CHLO's zeta, whose series is accurate for `q >= 0`; below zero the first 64 terms are summed \
-                    directly, so a `q` below -64 meets CHLO's series where it is not accurate";
 
 /// What the antialiased upsamplings take.
 const ANTIALIAS: &str = "float32, float64 and uint8 images (PyTorch's CPU kernels take no other dtype)";

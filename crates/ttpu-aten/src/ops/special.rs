@@ -6,7 +6,7 @@
 //! Integer inputs compute in the default float dtype and half types in `f32`, rounded once, as
 //! PyTorch's kernels do.
 
-use ttpu_ir::{BinaryOp, CompareDirection, Scalar, UnaryOp, ValueId};
+use ttpu_ir::{BinaryOp, CompareDirection, ReduceKind, Scalar, UnaryOp, ValueId};
 
 use super::elementwise::{apply_float, tensor};
 use crate::args::Args;
@@ -79,40 +79,65 @@ pub(super) fn polygamma(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     })?)
 }
 
-/// How far [`hurwitz_zeta`] shifts a negative `q` by summing terms directly.
-const ZETA_SHIFT: i64 = 64;
-
 /// `ζ(x, q)` as Cephes computes it for PyTorch: CHLO's `zeta` for `q >= 0`; below zero, where
-/// CHLO's series loses its accuracy, the first [`ZETA_SHIFT`] terms `(q + k)^-x` summed directly
-/// and CHLO's `zeta` from `q + 64` on (a non-integer `x` gives NaN through the powers of negative
-/// numbers, and a non-positive integer `q` an infinite term, as Cephes does).
+/// CHLO's series loses its accuracy, the terms `(q + k)^-x` summed directly (one loop, each
+/// element until `q + k >= 0`, as Cephes' own sum runs past them) and CHLO's `zeta` from there on.
+/// A non-integer `x` with a negative `q` is NaN, and a non-positive integer `q` a pole, as
+/// Cephes makes them.
 fn hurwitz_zeta(cx: &mut Cx<'_>, x: ValueId, q: ValueId) -> Result<ValueId> {
     let direct = cx.binary(BinaryOp::Zeta, x, q)?;
-    let minus_x = cx.unary(UnaryOp::Negate, x)?;
-    let mut sum = None;
-    for k in 0..ZETA_SHIFT {
-        let base = cx.binary_scalar(BinaryOp::Add, q, Scalar::Float(k as f64))?;
-        let term = cx.binary(BinaryOp::Power, base, minus_x)?;
-        sum = Some(match sum {
-            None => term,
-            Some(acc) => cx.binary(BinaryOp::Add, acc, term)?,
-        });
-    }
-    let far = cx.binary_scalar(BinaryOp::Add, q, Scalar::Float(ZETA_SHIFT as f64))?;
-    let tail = cx.binary(BinaryOp::Zeta, x, far)?;
-    let shifted = cx.binary(BinaryOp::Add, sum.expect("terms"), tail)?;
     let zero = cx.splat_like(q, Scalar::Float(0.0))?;
+    let one = cx.splat_like(x, Scalar::Float(1.0))?;
     let below = cx.compare(CompareDirection::Lt, q, zero)?;
+    let q_floor = cx.unary(UnaryOp::Floor, q)?;
+    let q_integral = cx.compare(CompareDirection::Eq, q, q_floor)?;
+    let x_floor = cx.unary(UnaryOp::Floor, x)?;
+    let x_integral = cx.compare(CompareDirection::Eq, x, x_floor)?;
+    let above_one = cx.compare(CompareDirection::Gt, x, one)?;
+    // The elements whose sum runs: a negative, non-integer q with an integer x above 1 (the
+    // others are poles, NaN or positive, set apart below, and must not step forever).
+    let regular = cx.unary(UnaryOp::Not, q_integral)?;
+    let summed = cx.binary(BinaryOp::And, below, regular)?;
+    let summed = cx.binary(BinaryOp::And, summed, x_integral)?;
+    let summed = cx.binary(BinaryOp::And, summed, above_one)?;
+    let state = [x, q, zero, summed];
+    let types: Vec<ttpu_ir::TensorType> = state.iter().map(|&value| cx.ty(value)).collect();
+    let all_dims: Vec<usize> = (0..cx.rank(q)).collect();
+    let cond = super::loops::loop_graph(cx, &types, |cx, s| {
+        let origin = cx.splat_like(s[1], Scalar::Float(0.0))?;
+        let negative = cx.compare(CompareDirection::Lt, s[1], origin)?;
+        let active = cx.binary(BinaryOp::And, negative, s[3])?;
+        let any = if all_dims.is_empty() { active } else { cx.reduce(active, ReduceKind::Or, &all_dims)? };
+        Ok(vec![any])
+    })?;
+    let body = super::loops::loop_graph(cx, &types, |cx, s| {
+        let (x, a, sum, summed) = (s[0], s[1], s[2], s[3]);
+        let origin = cx.splat_like(a, Scalar::Float(0.0))?;
+        let negative = cx.compare(CompareDirection::Lt, a, origin)?;
+        let active = cx.binary(BinaryOp::And, negative, summed)?;
+        let minus_x = cx.unary(UnaryOp::Negate, x)?;
+        let term = cx.binary(BinaryOp::Power, a, minus_x)?;
+        let added = cx.binary(BinaryOp::Add, sum, term)?;
+        let sum = cx.select(active, added, sum)?;
+        let next = cx.binary_scalar(BinaryOp::Add, a, Scalar::Float(1.0))?;
+        let a = cx.select(active, next, a)?;
+        Ok(vec![x, a, sum, summed])
+    })?;
+    let built = cx.b.while_loop(cond, body, &state);
+    let end = cx.ok(built)?;
+    let tail = cx.binary(BinaryOp::Zeta, x, end[1])?;
+    let shifted = cx.binary(BinaryOp::Add, end[2], tail)?;
     let value = cx.select(below, shifted, direct)?;
+    // A negative q with a non-integer x: Cephes' domain error.
+    let nan = cx.splat_like(x, Scalar::Float(f64::NAN))?;
+    let fractional = cx.unary(UnaryOp::Not, x_integral)?;
+    let undefined = cx.binary(BinaryOp::And, below, fractional)?;
+    let value = cx.select(undefined, nan, value)?;
     // Cephes' edges: `x = 1` is the harmonic series' pole, `x < 1` diverges, and a non-positive
     // integer `q` meets a pole of its own.
-    let one = cx.splat_like(x, Scalar::Float(1.0))?;
     let infinity = cx.splat_like(x, Scalar::Float(f64::INFINITY))?;
-    let nan = cx.splat_like(x, Scalar::Float(f64::NAN))?;
-    let floor = cx.unary(UnaryOp::Floor, q)?;
-    let integral = cx.compare(CompareDirection::Eq, q, floor)?;
     let not_positive = cx.compare(CompareDirection::Le, q, zero)?;
-    let pole = cx.binary(BinaryOp::And, integral, not_positive)?;
+    let pole = cx.binary(BinaryOp::And, q_integral, not_positive)?;
     let value = cx.select(pole, infinity, value)?;
     let below_one = cx.compare(CompareDirection::Lt, x, one)?;
     let value = cx.select(below_one, nan, value)?;
