@@ -1,9 +1,7 @@
 //! Binning: `searchsorted`, `bucketize`, `histogram` and the `histogramdd` family.
 //!
-//! A binary search over a sorted sequence returns the number of its elements on one side of the
-//! value, so each search is a comparison of every value with every boundary, summed: PyTorch's
-//! lower bound counts the boundaries `b` with `!(b >= v)`, its upper bound those with `!(b > v)`
-//! (a NaN value lands past every boundary, as in its kernel).
+//! `searchsorted` and `bucketize` run PyTorch's binary search step for step (unrolled to the
+//! sequence's `log2`), so a NaN in the values or in the sequence lands where its kernel's does.
 //!
 //! Histograms bin an element `x` at `upper_bound(edges, x) - 1`, the rightmost bin including its
 //! right edge, and skip elements outside the edges or NaN: what PyTorch's kernel computes, by
@@ -19,8 +17,12 @@ use crate::args::{Args, Val};
 use crate::ctx::{Cx, Imported, Operand};
 use crate::error::Result;
 
-/// The number of entries of `boundaries` (last dim) on the searched side of each of `values`
-/// (shape: `values`'s): `boundaries` is 1-D, or shares `values`'s leading dims.
+/// PyTorch's binary search of each of `values` in `boundaries` (last dim; 1-D, or sharing
+/// `values`'s leading dims), step for step: `mid = start + (end - start) / 2`, the lower bound going
+/// right where `!(b[mid] >= v)`, the upper bound where `!(b[mid] > v)`, until `start == end`. A
+/// sequence of `m` takes at most `floor(log2 m) + 1` steps, unrolled; each reads `b[mid]` of every
+/// value through a one-hot mask over the sequence. Following the search itself (rather than
+/// counting the boundaries on one side) keeps PyTorch's answer where a NaN breaks the order.
 fn search(cx: &mut Cx<'_>, boundaries: ValueId, values: ValueId, right: bool) -> Result<ValueId> {
     let b_rank = cx.rank(boundaries);
     let v_shape = cx.shape(values);
@@ -31,15 +33,35 @@ fn search(cx: &mut Cx<'_>, boundaries: ValueId, values: ValueId, right: bool) ->
     let cube: Shape = cube_dims.into_iter().collect();
     let elements: i64 = cx.static_dims(values, "searchsorted")?.iter().product();
     cx.table(&[elements, m], "searchsorted")?;
-    let values_wide = cx.broadcast_in_dim(values, &(0..v_rank as i64).collect::<Vec<_>>(), cube.clone())?;
+    let leading: Vec<i64> = (0..v_rank as i64).collect();
     let b_dims: Vec<i64> =
         if b_rank == 1 { vec![v_rank as i64] } else { (0..b_rank as i64 - 1).chain([v_rank as i64]).collect() };
-    let bounds_wide = cx.broadcast_in_dim(boundaries, &b_dims, cube)?;
+    let bounds_wide = cx.broadcast_in_dim(boundaries, &b_dims, cube.clone())?;
+    let built = cx.b.iota(TensorType::new(DType::I64, cube.clone()), v_rank as i64);
+    let positions = cx.ok(built)?;
+    let zero = cx.splat_like(bounds_wide, Scalar::Int(0))?;
     let direction = if right { CompareDirection::Gt } else { CompareDirection::Ge };
-    let beyond = cx.compare(direction, bounds_wide, values_wide)?;
-    let before = cx.unary(ttpu_ir::UnaryOp::Not, beyond)?;
-    let before = cx.convert(before, DType::I64)?;
-    cx.reduce(before, ReduceKind::Sum, &[v_rank])
+    let mut start = cx.splat(DType::I64, Scalar::Int(0), &v_shape)?;
+    let mut end = cx.splat(DType::I64, Scalar::Int(m), &v_shape)?;
+    let steps = 64 - (m as u64).leading_zeros();
+    for _ in 0..steps {
+        let active = cx.compare(CompareDirection::Lt, start, end)?;
+        let width = cx.binary(BinaryOp::Subtract, end, start)?;
+        let half = cx.binary_scalar(BinaryOp::ShiftRightArithmetic, width, Scalar::Int(1))?;
+        let mid = cx.binary(BinaryOp::Add, start, half)?;
+        let mid_wide = cx.broadcast_in_dim(mid, &leading, cube.clone())?;
+        let at_mid = cx.compare(CompareDirection::Eq, positions, mid_wide)?;
+        let picked = cx.select(at_mid, bounds_wide, zero)?;
+        let mid_value = cx.reduce(picked, ReduceKind::Sum, &[v_rank])?;
+        let beyond = cx.compare(direction, mid_value, values)?;
+        let go_right = cx.unary(ttpu_ir::UnaryOp::Not, beyond)?;
+        let move_start = cx.binary(BinaryOp::And, active, go_right)?;
+        let move_end = cx.binary(BinaryOp::And, active, beyond)?;
+        let next = cx.binary_scalar(BinaryOp::Add, mid, Scalar::Int(1))?;
+        start = cx.select(move_start, next, start)?;
+        end = cx.select(move_end, mid, end)?;
+    }
+    Ok(start)
 }
 
 /// Both operands in their promoted dtype (PyTorch compares a sequence and values of different

@@ -141,25 +141,19 @@ pub static NOTES: &[(&str, Note)] = &[
     (
         "aten.as_strided_scatter.default",
         Note::Partial(
-            "a contiguous self of static size; a view that holds one element twice is refused (which write wins              is not defined)",
+            "a contiguous self of static size; a view that holds one element twice is refused (which write wins is not defined)",
         ),
     ),
     (
         "aten.nanmedian.dim",
         Note::Partial(
-            "the index of a row of NaN only is 0; PyTorch's `std::nth_element` leaves another NaN's index there in              rows longer than three (the values agree)",
+            "the index of a row of NaN only is 0; PyTorch's `std::nth_element` leaves another NaN's index there in rows longer than three (the values agree)",
         ),
     ),
     (
         "aten.mode.default",
         Note::Partial(
-            "the index along a dim longer than 16 is refused when the program reads it: PyTorch's kernel sorts such              rows with `std::sort`, which reorders equal values by no rule (the value is computed either way)",
-        ),
-    ),
-    (
-        "aten.searchsorted.Tensor",
-        Note::Partial(
-            "a sorted sequence holding NaN gives the count of elements before the value, where PyTorch's binary              search may stop elsewhere",
+            "the index along a dim longer than 16 is refused when the program reads it: PyTorch's kernel sorts such rows with `std::sort`, which reorders equal values by no rule (the value is computed either way)",
         ),
     ),
     (
