@@ -161,10 +161,6 @@ pub static NOTES: &[(&str, Note)] = &[
         Note::Partial("floating-point data, with `lengths` or `offsets` (PyTorch's kernel takes no `indices` either)"),
     ),
     (
-        "aten.frexp.Tensor",
-        Note::Partial("a subnormal input gives the mantissa and exponent of 0 (XLA's CPU code flushes subnormals)"),
-    ),
-    (
         "aten._linalg_check_errors.default",
         Note::Partial(
             "checks nothing: PyTorch raises on a nonzero `info`, which a compiled program cannot (the factorization \

@@ -183,8 +183,8 @@ pub(super) fn nextafter(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
 /// `frexp.Tensor(self)` → (mantissa, exponent): `x = mantissa * 2^exponent` with `|mantissa|` in
 /// `[0.5, 1)`, read from the float's bits (the exponent field less its bias, the mantissa given
 /// the exponent of 0.5); zero, infinities and NaN keep their value with exponent 0, as C's
-/// `frexp` gives them. Half types go through `f32`, where they are exact. A subnormal input, which
-/// XLA's CPU code flushes to zero wherever it computes, gives the mantissa and exponent of 0.
+/// `frexp` gives them. Half types go through `f32`, where they are exact. A subnormal input (which
+/// XLA's CPU code flushes to zero wherever it computes in floats) is read from its bits too.
 pub(super) fn frexp(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     use ttpu_ir::DType;
     let x = args.tensor("self")?;
@@ -206,16 +206,36 @@ pub(super) fn frexp(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let kept = cx.binary_scalar(BinaryOp::And, raw, Scalar::Int(keep))?;
     let half = cx.binary_scalar(BinaryOp::Or, kept, Scalar::Int(bias << shift))?;
     let mantissa = cx.bitcast_convert(half, wide)?;
-    // Zero (and flushed subnormals), infinities and NaN: the value itself and exponent 0.
+    // A subnormal: its fraction, an integer, is a normal float whose own exponent and mantissa
+    // give the value's (scaled by the subnormals' 2^-(bias + shift)); integer arithmetic and an
+    // exact conversion throughout, as XLA's CPU code flushes subnormal floats to zero.
+    let fraction = cx.binary_scalar(BinaryOp::And, raw, Scalar::Int((1 << shift) - 1))?;
+    let normal = cx.convert(fraction, wide)?;
+    let normal_raw = cx.bitcast_convert(normal, bits)?;
+    let normal_shifted = cx.binary_scalar(BinaryOp::ShiftRightLogical, normal_raw, Scalar::Int(shift))?;
+    let normal_biased = cx.binary_scalar(BinaryOp::And, normal_shifted, Scalar::Int(field))?;
+    let sub_exponent = cx.binary_scalar(BinaryOp::Subtract, normal_biased, Scalar::Int(2 * bias + shift))?;
+    let sign_bit = if bits == DType::I64 { i64::MIN } else { i64::from(i32::MIN) };
+    let sign = cx.binary_scalar(BinaryOp::And, raw, Scalar::Int(sign_bit))?;
+    let normal_kept = cx.binary_scalar(BinaryOp::And, normal_raw, Scalar::Int(keep))?;
+    let normal_half = cx.binary_scalar(BinaryOp::Or, normal_kept, Scalar::Int(bias << shift))?;
+    let signed_half = cx.binary(BinaryOp::Or, normal_half, sign)?;
+    let sub_mantissa = cx.bitcast_convert(signed_half, wide)?;
+    // Zero, infinities and NaN: the value itself (a zero keeps its sign) and exponent 0.
     let zero_field = cx.splat_like(biased, Scalar::Int(0))?;
     let full_field = cx.splat_like(biased, Scalar::Int(field))?;
     let no_exponent = cx.compare(CompareDirection::Eq, biased, zero_field)?;
+    let no_fraction = cx.splat_like(fraction, Scalar::Int(0))?;
+    let has_fraction = cx.compare(CompareDirection::Ne, fraction, no_fraction)?;
+    let subnormal = cx.binary(BinaryOp::And, no_exponent, has_fraction)?;
     let special = cx.compare(CompareDirection::Eq, biased, full_field)?;
     let plain = cx.binary(BinaryOp::Or, no_exponent, special)?;
-    let zero = cx.splat_like(value, Scalar::Float(0.0))?;
-    let kept_value = cx.select(no_exponent, zero, value)?;
+    let signed_zero = cx.bitcast_convert(sign, wide)?;
+    let kept_value = cx.select(no_exponent, signed_zero, value)?;
     let mantissa = cx.select(plain, kept_value, mantissa)?;
     let exponent = cx.select(plain, zero_field, exponent)?;
+    let mantissa = cx.select(subnormal, sub_mantissa, mantissa)?;
+    let exponent = cx.select(subnormal, sub_exponent, exponent)?;
     let mantissa = cx.convert(mantissa, dtype)?;
     let exponent = cx.convert(exponent, DType::I32)?;
     Ok(Imported::Tuple(vec![Imported::Tensor(mantissa), Imported::Tensor(exponent)]))
