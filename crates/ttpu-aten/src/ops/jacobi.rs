@@ -4,9 +4,9 @@
 //!
 //! Each sweep visits every pair of indices once, in `n - 1` rounds of disjoint pairs (a
 //! round-robin tournament), and a round applies its rotations together as one orthogonal matrix
-//! `J` (its entries placed by products with 0/1 selection matrices, so exactly). Sweeps are
-//! unrolled, a fixed number of them: the off-diagonal mass falls quadratically, and a sweep
-//! after convergence rotates by angles of zero.
+//! `J` (its entries placed by products with 0/1 selection matrices, so exactly). One sweep is the
+//! body of an IR `while` that runs a fixed number of them: the off-diagonal mass falls
+//! quadratically, and a sweep after convergence rotates by angles of zero.
 //!
 //! Eigenvalues and singular values are unique, so they match LAPACK's to rounding, in its order
 //! (ascending eigenvalues, descending singular values). Eigenvectors and singular vectors are not:
@@ -22,9 +22,9 @@ use crate::args::Args;
 use crate::ctx::{Cx, Imported};
 use crate::error::Result;
 
-/// The largest matrix the rotations are unrolled for: each round is a few matrix products of
-/// `n x n`, and a sweep `n - 1` rounds.
-const MAX_JACOBI: i64 = 32;
+/// The largest matrix rotated, as for the other factorizations: the loop's body (one sweep) is
+/// `n - 1` rounds of a few `n x n` products; at 64 a debug build compiles it in seconds.
+const MAX_JACOBI: i64 = 64;
 
 /// Sweeps for each float type: enough for the off-diagonal mass to fall below the type's
 /// precision from any start (Jacobi converges quadratically once the angles are small).
@@ -199,7 +199,7 @@ fn angles(cx: &mut Cx<'_>, app: ValueId, aqq: ValueId, apq: ValueId) -> Result<(
 fn check_size(cx: &Cx<'_>, n: i64, what: &str) -> Result<()> {
     if n > MAX_JACOBI {
         return Err(cx.bad(format!(
-            "{what}: matrices with {n} columns exceed the {MAX_JACOBI} that ttpu unrolls Jacobi rotations for"
+            "{what}: matrices with {n} columns exceed the {MAX_JACOBI} that ttpu rotates (each Jacobi sweep holds n - 1 rounds of n x n products)"
         )));
     }
     Ok(())
@@ -210,9 +210,8 @@ fn check_size(cx: &Cx<'_>, n: i64, what: &str) -> Result<()> {
 fn symmetric_jacobi(cx: &mut Cx<'_>, a: &Mat, matrix: ValueId) -> Result<(ValueId, ValueId)> {
     let n = a.n;
     let b = a.b();
-    let mut matrix = matrix;
-    let mut vectors = identity(cx, a, n)?;
-    for _ in 0..sweeps(a.dtype) {
+    let vectors = identity(cx, a, n)?;
+    let [matrix, vectors] = sweep_loop(cx, a.dtype, [matrix, vectors], |cx, [mut matrix, mut vectors]| {
         for pairs in rounds(n) {
             if pairs.is_empty() {
                 continue;
@@ -229,8 +228,35 @@ fn symmetric_jacobi(cx: &mut Cx<'_>, a: &Mat, matrix: ValueId) -> Result<(ValueI
             matrix = matmul(cx, b, left, j, true)?;
             vectors = matmul(cx, b, vectors, j, true)?;
         }
-    }
+        Ok([matrix, vectors])
+    })?;
     Ok((matrix, vectors))
+}
+
+/// The sweeps over `state` (the matrix and the accumulated rotations): one IR `while` whose body
+/// is one sweep (its rounds unrolled), run [`sweeps`] times, so the graph holds one sweep.
+fn sweep_loop(
+    cx: &mut Cx<'_>,
+    dtype: DType,
+    state: [ValueId; 2],
+    sweep: impl Fn(&mut Cx<'_>, [ValueId; 2]) -> Result<[ValueId; 2]>,
+) -> Result<[ValueId; 2]> {
+    let count = cx.scalar(DType::I64, Scalar::Int(0));
+    let state = [count, state[0], state[1]];
+    let types: Vec<ttpu_ir::TensorType> = state.iter().map(|&value| cx.ty(value)).collect();
+    let total = sweeps(dtype) as i64;
+    let cond = super::loops::loop_graph(cx, &types, |cx, s| {
+        let limit = cx.scalar(DType::I64, Scalar::Int(total));
+        Ok(vec![cx.compare(CompareDirection::Lt, s[0], limit)?])
+    })?;
+    let body = super::loops::loop_graph(cx, &types, |cx, s| {
+        let [matrix, vectors] = sweep(cx, [s[1], s[2]])?;
+        let next = cx.binary_scalar(BinaryOp::Add, s[0], Scalar::Int(1))?;
+        Ok(vec![next, matrix, vectors])
+    })?;
+    let built = cx.b.while_loop(cond, body, &state);
+    let end = cx.ok(built)?;
+    Ok([end[1], end[2]])
 }
 
 /// The identity matrices `[batch.., n, n]`.
@@ -247,10 +273,9 @@ fn identity(cx: &mut Cx<'_>, a: &Mat, n: i64) -> Result<ValueId> {
 fn column_jacobi(cx: &mut Cx<'_>, a: &Mat, matrix: ValueId) -> Result<(ValueId, ValueId)> {
     let n = a.n;
     let b = a.b();
-    let mut columns = matrix;
-    let mut vectors = identity(cx, a, n)?;
+    let vectors = identity(cx, a, n)?;
     let square = Mat { batch: a.batch.clone(), m: n, n, dtype: a.dtype };
-    for _ in 0..sweeps(a.dtype) {
+    let [columns, vectors] = sweep_loop(cx, a.dtype, [matrix, vectors], |cx, [mut columns, mut vectors]| {
         for pairs in rounds(n) {
             if pairs.is_empty() {
                 continue;
@@ -268,7 +293,8 @@ fn column_jacobi(cx: &mut Cx<'_>, a: &Mat, matrix: ValueId) -> Result<(ValueId, 
             columns = matmul(cx, b, columns, j, true)?;
             vectors = matmul(cx, b, vectors, j, true)?;
         }
-    }
+        Ok([columns, vectors])
+    })?;
     Ok((columns, vectors))
 }
 

@@ -180,7 +180,7 @@ pub static NOTES: &[(&str, Note)] = &[
     (
         "aten._linalg_eigh.default",
         Note::Partial(
-            "eigenvalues (ascending, as LAPACK's) of matrices up to 32x32 by Jacobi rotations, float32 and float64; \
+            "eigenvalues (ascending, as LAPACK's) of matrices up to 64x64 by Jacobi rotations, float32 and float64; \
              reading the eigenvectors is refused: each is unique only up to its sign (a repeated eigenvalue's \
              basis up to a rotation), which LAPACK's `syevd` fixes by the course of its own algorithm",
         ),
@@ -188,7 +188,7 @@ pub static NOTES: &[(&str, Note)] = &[
     (
         "aten._linalg_svd.default",
         Note::Partial(
-            "singular values (descending) of matrices with up to 32 columns (or rows) by one-sided Jacobi \
+            "singular values (descending) of matrices with up to 64 columns (and rows) by one-sided Jacobi \
              rotations, float32 and float64, which also give `svdvals`, `matrix_rank`, `cond` and the 2- and \
              nuclear norms; reading `U` or `Vh` is refused: LAPACK's `gesdd` chooses each singular vector's sign \
              (and a repeated value's basis) by the course of its own algorithm",
@@ -197,7 +197,7 @@ pub static NOTES: &[(&str, Note)] = &[
     (
         "aten.linalg_pinv.atol_rtol_tensor",
         Note::Partial(
-            "matrices with up to 32 columns (or rows), float32 and float64 (`hermitian=True` reads the lower \
+            "matrices with up to 64 columns (and rows), float32 and float64 (`hermitian=True` reads the lower \
              triangle, as PyTorch's eigendecomposition path does)",
         ),
     ),
