@@ -86,10 +86,14 @@ pub fn support(name: &str) -> Support {
     }
 }
 
-/// Every core overload and every supported one, sorted by name.
+/// Every core overload, every supported one and every other one refused on purpose (with a
+/// reason in the notes), sorted by name.
 pub fn statuses() -> Vec<OpStatus> {
     let core = core_ops();
-    let mut names: Vec<&'static str> = core.iter().copied().chain(ops::TABLE.iter().map(|def| def.name)).collect();
+    let refused =
+        notes::NOTES.iter().filter(|(_, note)| matches!(note, notes::Note::Unsupported(_))).map(|(name, _)| *name);
+    let mut names: Vec<&'static str> =
+        core.iter().copied().chain(ops::TABLE.iter().map(|def| def.name)).chain(refused).collect();
     names.sort_unstable();
     names.dedup();
     names
@@ -118,7 +122,8 @@ fn note_problems() -> Vec<String> {
             notes::Note::Unsupported(_) if supported => {
                 problems.push(format!("{name} is noted as unsupported but has a decomposition: remove the note"));
             }
-            _ if !supported && core.binary_search(name).is_err() => {
+            // An overload outside the core set may be refused on purpose, with its reason.
+            notes::Note::Partial(_) if !supported && core.binary_search(name).is_err() => {
                 problems.push(format!("{name} is noted but is neither core nor supported"));
             }
             _ => {}
@@ -141,8 +146,11 @@ for static sizes. With symbolic sizes, some decompositions need a dim to be stat
 (the driver then compiles per size).
 - Out-of-range indices are clamped by gathers and dropped by scatters, where PyTorch raises an error.
 - Values have no memory layout in the IR; the importer tracks PyTorch's layout of each node (strides and storage offset of views) for the ops that read memory (`as_strided`, `sym_stride`, `sym_storage_offset`), and refuses them where it does not know it.
-- Overloads outside the core set are listed only when they are supported; most of the others never \
-reach the importer because `run_decompositions()` decomposes them.
+- Overloads outside the core set are listed only when they are supported or refused on purpose; most \
+of the others never reach the importer because `run_decompositions()` decomposes them.
+- A program holding `complex32` tensors is refused when it is parsed: StableHLO's complex types have \
+`f32` or `f64` parts only, and PyTorch computes `complex32` in `complex64`, rounding each result's parts \
+to half; the IR has no dtype that would carry that rounding (see [fx-format.md](fx-format.md)).
 
 ## Random numbers
 
@@ -160,7 +168,10 @@ pub fn markdown() -> String {
     let statuses = statuses();
     let core: Vec<&OpStatus> = statuses.iter().filter(|status| status.core).collect();
     let count = |label: &str| core.iter().filter(|status| status.support.label() == label).count();
-    let others: Vec<&OpStatus> = statuses.iter().filter(|status| !status.core).collect();
+    let others: Vec<&OpStatus> =
+        statuses.iter().filter(|status| !status.core && status.support.label() != "unsupported").collect();
+    let refused: Vec<&OpStatus> =
+        statuses.iter().filter(|status| !status.core && status.support.label() == "unsupported").collect();
     let mut out = String::new();
     out.push_str("# ATen operator coverage\n\n");
     out.push_str(
@@ -177,8 +188,13 @@ pub fn markdown() -> String {
         count("partial"),
         count("unsupported"),
     ));
+    let refused_count = match refused.len() {
+        1 => "1 is".to_string(),
+        count => format!("{count} are"),
+    };
     out.push_str(&format!(
-        "Beyond them, {} other overloads are supported ({} of them partially).\n\n",
+        "Beyond them, {} other overloads are supported ({} of them partially), and {refused_count} refused on \
+         purpose (the last table says why).\n\n",
         others.len(),
         others.iter().filter(|status| status.support.label() == "partial").count(),
     ));
@@ -192,6 +208,7 @@ pub fn markdown() -> String {
     };
     table(&mut out, "Core overloads", &core);
     table(&mut out, "Other supported overloads", &others);
+    table(&mut out, "Other overloads refused on purpose", &refused);
     out
 }
 

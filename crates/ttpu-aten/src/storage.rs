@@ -128,6 +128,7 @@ const ALWAYS_CONTIGUOUS: &[&str] = &[
     "aten.amin",
     "aten.any",
     "aten.argmax",
+    "aten.as_strided_copy",
     "aten.argmin",
     "aten.bmm",
     "aten.contiguous",
@@ -151,6 +152,24 @@ const ALWAYS_CONTIGUOUS: &[&str] = &[
     "aten.triu",
     "aten.var",
     "aten.var_mean",
+    // The copies of views are contiguous tensors of the view's values.
+    "aten.view_copy",
+    "aten.permute_copy",
+    "aten.narrow_copy",
+    "aten.unbind_copy",
+    "aten.expand_copy",
+    "aten.squeeze_copy",
+    "aten.unsqueeze_copy",
+    "aten.transpose_copy",
+    "aten.select_copy",
+    "aten.slice_copy",
+    "aten.diagonal_copy",
+    "aten.t_copy",
+    "aten.split_copy",
+    "aten.split_with_sizes_copy",
+    "aten.unfold_copy",
+    "aten.alias_copy",
+    "aten.detach_copy",
 ];
 
 /// Overloads of families whose other overloads are elementwise (`max.other` is `maximum`).
@@ -241,7 +260,7 @@ const POINTWISE: &[&str] = &[
 ];
 
 /// A layout that is contiguous in the sense of a non-view op's inputs.
-fn is_contiguous(layout: &Layout) -> bool {
+pub(crate) fn is_contiguous(layout: &Layout) -> bool {
     match layout {
         Layout::Contiguous => true,
         Layout::View(view) => view.is_contiguous(),

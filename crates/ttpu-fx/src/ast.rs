@@ -190,6 +190,9 @@ pub enum Arg {
     Device(String),
     /// `torch.contiguous_format`, `torch.strided`, `torch.preserve_format`: the attribute name.
     Enum(String),
+    /// `torch.ops.aten._linalg_check_errors.default`: an op passed to a higher-order op
+    /// (`with_effects`), by its target without `torch.ops.` (`aten._linalg_check_errors.default`).
+    Op(String),
 }
 
 /// What a `forward` input is.

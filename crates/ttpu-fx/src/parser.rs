@@ -36,11 +36,12 @@ const SYM_BUDGET: usize = 256;
 const FOUND_MAX_CHARS: usize = 40;
 
 /// What an unknown dtype code in an annotation is reported against.
-const EXPECTED_DTYPE_CODE: &str = "a dtype (f64, f32, f16, bf16, i64, i32, i16, i8, u8, b8, c64, c128)";
+const EXPECTED_DTYPE_CODE: &str = "a dtype (f64, f32, f16, bf16, i64, i32, i16, i8, u8, u16, u32, u64, b8, c64, c128)";
 
 /// What an unsupported `torch.<dtype>` argument is reported against.
 const EXPECTED_TORCH_DTYPE: &str = "a supported dtype (torch.float64, torch.float32, torch.float16, torch.bfloat16, \
-     torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool, torch.complex64, torch.complex128)";
+     torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.uint16, torch.uint32, torch.uint64, torch.bool, \
+     torch.complex64, torch.complex128)";
 
 /// What a bad argument value is reported against.
 const EXPECTED_ARG: &str =
@@ -765,8 +766,15 @@ impl<'s> Parser<'s> {
         let (name, parts) = self.dotted()?;
         let span = Span { start, end: self.cur.prev_end() };
         let attr = name.strip_prefix("torch.").unwrap_or(&name);
+        if let Some(target) = name.strip_prefix("torch.ops.")
+            && parts == 5
+        {
+            // `torch.ops.<namespace>.<op>.<overload>`, an op handed to `with_effects`.
+            return Ok(Arg::Op(target.to_owned()));
+        }
         if parts != 2 {
-            let expected = "an argument (`torch.<name>` must be a dtype or an enum like `torch.contiguous_format`)";
+            let expected = "an argument (`torch.<name>` must be a dtype, an enum like `torch.contiguous_format` or an op \
+                            like `torch.ops.aten.add.Tensor`)";
             return Err(self.cur.error_at(span, expected, shorten(&name)));
         }
         if let Some(dtype) = torch_dtype(attr) {
@@ -1060,6 +1068,9 @@ fn torch_dtype(name: &str) -> Option<DType> {
         "int16" | "short" => DType::I16,
         "int8" => DType::I8,
         "uint8" => DType::U8,
+        "uint16" => DType::U16,
+        "uint32" => DType::U32,
+        "uint64" => DType::U64,
         "bool" => DType::Bool,
         "complex64" | "cfloat" => DType::C64,
         "complex128" | "cdouble" => DType::C128,
@@ -1074,7 +1085,7 @@ fn is_unsupported_torch_dtype(name: &str) -> bool {
         name.strip_prefix(prefix).is_some_and(|bits| matches!(bits, "1" | "2" | "3" | "4" | "5" | "6" | "7"))
     };
     ["complex", "float8", "float4", "qint", "quint", "bits"].iter().any(|prefix| name.starts_with(prefix))
-        || matches!(name, "cfloat" | "cdouble" | "chalf" | "uint16" | "uint32" | "uint64")
+        || matches!(name, "cfloat" | "cdouble" | "chalf")
         || sub_byte_int("int")
         || sub_byte_int("uint")
 }
@@ -1100,8 +1111,7 @@ fn fx_type(cur: &mut Cursor<'_>, text: &str) -> Result<FxType> {
             Err(error) => Err(error),
         };
     }
-    // `u64` exists in the IR for random bits only; PyTorch's uint64 tensors are not supported.
-    let Some(dtype) = cur.text(token).parse::<DType>().ok().filter(|dtype| *dtype != DType::U64) else {
+    let Some(dtype) = cur.text(token).parse::<DType>().ok() else {
         return Err(cur.error(token, EXPECTED_DTYPE_CODE));
     };
     cur.bump();

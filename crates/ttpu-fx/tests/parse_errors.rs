@@ -105,12 +105,12 @@ fn inline_messages() {
         ),
         (
             r#"y: "c32[2]" = x"#,
-            "t.fx:4:17: expected a dtype (f64, f32, f16, bf16, i64, i32, i16, i8, u8, b8, c64, c128), found `c32`",
+            "t.fx:4:17: expected a dtype (f64, f32, f16, bf16, i64, i32, i16, i8, u8, u16, u32, u64, b8, c64, c128), found `c32`",
         ),
         (r#"y: "Sym(s0" = x"#, "t.fx:4:23: expected `)`, found `end of annotation`"),
         (
             r#"y: "f32[2]" = torch.ops.aten.full.default([2], 1, dtype = torch.complex32)"#,
-            "t.fx:4:71: expected a supported dtype (torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool, torch.complex64, torch.complex128), found `torch.complex32`",
+            "t.fx:4:71: expected a supported dtype (torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.uint16, torch.uint32, torch.uint64, torch.bool, torch.complex64, torch.complex128), found `torch.complex32`",
         ),
         (
             r#"y: "f32[2]" = torch.ops.aten.full.default([2], 1, device = device(index=0))"#,
@@ -118,8 +118,8 @@ fn inline_messages() {
         ),
         (r#"y: "f32[2]" = torch.ops.aten.full.default([2], - x)"#, "t.fx:4:62: expected a number after `-`, found `x`"),
         (
-            r#"y: "f32[2]" = torch.ops.aten.f.default(x, torch.ops.aten.g.default)"#,
-            "t.fx:4:55: expected an argument (`torch.<name>` must be a dtype or an enum like `torch.contiguous_format`), found `torch.ops.aten.g.default`",
+            r#"y: "f32[2]" = torch.ops.aten.f.default(x, torch.ops.aten.g)"#,
+            "t.fx:4:55: expected an argument (`torch.<name>` must be a dtype, an enum like `torch.contiguous_format` or an op like `torch.ops.aten.add.Tensor`), found `torch.ops.aten.g`",
         ),
         (r#"y: "f32[2]" = x[1.5]"#, "t.fx:4:29: expected an integer index, found `1.5`"),
         (r#"y: "f32[2]" = x @ x"#, "t.fx:4:29: expected `(`, `[` or an operator like `*`, found `@`"),

@@ -104,6 +104,7 @@ fn every_fixture_parses_with_matching_counts() {
         ("signature_variety", (8, 9, 6)),
         ("spectrogram", (4, 19, 1)),
         ("sym_min_max", (2, 13, 3)),
+        ("symbolic_dim_ops", (4, 18, 11)),
         ("train_cnn_bn", (16, 140, 15)),
         ("train_gpt", (29, 470, 28)),
         ("train_hf_llama", (25, 686, 22)),

@@ -27,9 +27,10 @@ pub enum DType {
     I8,
     /// Unsigned 8-bit integer.
     U8,
-    /// Unsigned 64-bit integer: the state and the bits of `rng_bit_generator` (XLA needs both
-    /// unsigned). Literal elements hold the bit pattern in [`crate::Scalar::Int`], and the IR text
-    /// spells them that way: values of 2^63 and above print as negative numbers.
+    /// Unsigned 64-bit integer: PyTorch's `uint64`, and the state and the bits of
+    /// `rng_bit_generator` (XLA needs both unsigned). Literal elements hold the bit pattern in
+    /// [`crate::Scalar::Int`], and the IR text spells them that way: values of 2^63 and above print
+    /// as negative numbers.
     U64,
     /// Boolean (one byte per element, 0 or 1).
     Bool,
@@ -37,11 +38,15 @@ pub enum DType {
     C64,
     /// Complex of two f64 (real, then imaginary part). PyTorch's `complex128`.
     C128,
+    /// Unsigned 16-bit integer (PyTorch's `uint16`).
+    U16,
+    /// Unsigned 32-bit integer (PyTorch's `uint32`).
+    U32,
 }
 
 impl DType {
     /// Every dtype, in a fixed order.
-    pub const ALL: [DType; 13] = [
+    pub const ALL: [DType; 15] = [
         DType::F64,
         DType::F32,
         DType::F16,
@@ -55,6 +60,8 @@ impl DType {
         DType::Bool,
         DType::C64,
         DType::C128,
+        DType::U16,
+        DType::U32,
     ];
 
     /// The IR text spelling (`f32`, `bool`).
@@ -73,6 +80,8 @@ impl DType {
             DType::Bool => "bool",
             DType::C64 => "c64",
             DType::C128 => "c128",
+            DType::U16 => "u16",
+            DType::U32 => "u32",
         }
     }
 
@@ -81,8 +90,8 @@ impl DType {
         match self {
             DType::C128 => 16,
             DType::F64 | DType::I64 | DType::U64 | DType::C64 => 8,
-            DType::F32 | DType::I32 => 4,
-            DType::F16 | DType::BF16 | DType::I16 => 2,
+            DType::F32 | DType::I32 | DType::U32 => 4,
+            DType::F16 | DType::BF16 | DType::I16 | DType::U16 => 2,
             DType::I8 | DType::U8 | DType::Bool => 1,
         }
     }
@@ -94,7 +103,10 @@ impl DType {
 
     /// Whether this is an integer type (bool excluded).
     pub fn is_integer(self) -> bool {
-        matches!(self, DType::I64 | DType::I32 | DType::I16 | DType::I8 | DType::U8 | DType::U64)
+        matches!(
+            self,
+            DType::I64 | DType::I32 | DType::I16 | DType::I8 | DType::U8 | DType::U16 | DType::U32 | DType::U64
+        )
     }
 
     /// Whether this is a signed integer type.
@@ -158,6 +170,8 @@ impl FromStr for DType {
             "i16" => DType::I16,
             "i8" => DType::I8,
             "u8" | "ui8" => DType::U8,
+            "u16" => DType::U16,
+            "u32" => DType::U32,
             "u64" => DType::U64,
             "bool" | "b8" => DType::Bool,
             "c64" => DType::C64,

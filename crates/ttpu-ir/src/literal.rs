@@ -53,6 +53,8 @@ impl Scalar {
             DType::I16 => out.extend_from_slice(&(self.as_i64() as i16).to_le_bytes()),
             DType::I8 => out.extend_from_slice(&(self.as_i64() as i8).to_le_bytes()),
             DType::U8 => out.extend_from_slice(&(self.as_i64() as u8).to_le_bytes()),
+            DType::U16 => out.extend_from_slice(&(self.as_i64() as u16).to_le_bytes()),
+            DType::U32 => out.extend_from_slice(&(self.as_i64() as u32).to_le_bytes()),
             // The bit pattern: `Scalar::Int` holds u64 values of 2^63 and above as negative.
             DType::U64 => out.extend_from_slice(&self.as_i64().to_le_bytes()),
             // A `Scalar` is real: as a complex element it is (value, 0). Complex literals hold real
@@ -88,6 +90,8 @@ impl Scalar {
             DType::I16 => Scalar::Int(i64::from(i16::from_le_bytes(array(bytes)))),
             DType::I8 => Scalar::Int(i64::from(i8::from_le_bytes(array(bytes)))),
             DType::U8 => Scalar::Int(i64::from(bytes[0])),
+            DType::U16 => Scalar::Int(i64::from(u16::from_le_bytes(array(bytes)))),
+            DType::U32 => Scalar::Int(i64::from(u32::from_le_bytes(array(bytes)))),
             DType::U64 => Scalar::Int(i64::from_le_bytes(array(bytes))),
             DType::Bool => Scalar::Bool(bytes[0] != 0),
             // Complex elements are (real, imaginary) pairs; a literal built from scalars has zero

@@ -35,11 +35,22 @@ pub enum UnaryOp {
     Not,
     /// Result is `bool` of the operand's shape.
     IsFinite,
+    /// `log |Γ(x)|` (CHLO's `lgamma`, lowered by the plugin).
+    Lgamma,
+    /// `d/dx log Γ(x)` (CHLO's `digamma`).
+    Digamma,
+    /// The inverse of `erf` (CHLO's `erf_inv`).
+    ErfInv,
+    /// `1 - erf(x)` without cancellation (CHLO's `erfc`).
+    Erfc,
+    /// `exp(-|x|) I1(x)`, the exponentially scaled modified Bessel function of order one (CHLO's
+    /// `bessel_i1e`).
+    BesselI1e,
 }
 
 impl UnaryOp {
     /// Every unary op.
-    pub const ALL: [UnaryOp; 21] = [
+    pub const ALL: [UnaryOp; 26] = [
         UnaryOp::Abs,
         UnaryOp::Negate,
         UnaryOp::Exponential,
@@ -61,6 +72,11 @@ impl UnaryOp {
         UnaryOp::Sign,
         UnaryOp::Not,
         UnaryOp::IsFinite,
+        UnaryOp::Lgamma,
+        UnaryOp::Digamma,
+        UnaryOp::ErfInv,
+        UnaryOp::Erfc,
+        UnaryOp::BesselI1e,
     ];
 
     /// The StableHLO mnemonic.
@@ -87,7 +103,18 @@ impl UnaryOp {
             UnaryOp::Sign => "sign",
             UnaryOp::Not => "not",
             UnaryOp::IsFinite => "is_finite",
+            UnaryOp::Lgamma => "lgamma",
+            UnaryOp::Digamma => "digamma",
+            UnaryOp::ErfInv => "erf_inv",
+            UnaryOp::Erfc => "erfc",
+            UnaryOp::BesselI1e => "bessel_i1e",
         }
+    }
+
+    /// Whether the op is a CHLO op (`chlo.<mnemonic>`): special functions StableHLO lacks, which
+    /// PJRT plugins legalize into their own approximations.
+    pub fn is_chlo(self) -> bool {
+        matches!(self, UnaryOp::Lgamma | UnaryOp::Digamma | UnaryOp::ErfInv | UnaryOp::Erfc | UnaryOp::BesselI1e)
     }
 
     /// Whether the op is defined only for floating-point operands.
@@ -117,11 +144,17 @@ pub enum BinaryOp {
     ShiftLeft,
     ShiftRightArithmetic,
     ShiftRightLogical,
+    /// `ψ⁽ⁿ⁾(x)`, the `n`-th derivative of digamma (CHLO's `polygamma`; `n` is the left operand).
+    Polygamma,
+    /// The Hurwitz zeta function `ζ(x, q)` (CHLO's `zeta`).
+    Zeta,
+    /// The next representable number after `x` toward `y` (CHLO's `next_after`).
+    NextAfter,
 }
 
 impl BinaryOp {
     /// Every binary op.
-    pub const ALL: [BinaryOp; 15] = [
+    pub const ALL: [BinaryOp; 18] = [
         BinaryOp::Add,
         BinaryOp::Subtract,
         BinaryOp::Multiply,
@@ -137,6 +170,9 @@ impl BinaryOp {
         BinaryOp::ShiftLeft,
         BinaryOp::ShiftRightArithmetic,
         BinaryOp::ShiftRightLogical,
+        BinaryOp::Polygamma,
+        BinaryOp::Zeta,
+        BinaryOp::NextAfter,
     ];
 
     /// The StableHLO mnemonic.
@@ -157,7 +193,15 @@ impl BinaryOp {
             BinaryOp::ShiftLeft => "shift_left",
             BinaryOp::ShiftRightArithmetic => "shift_right_arithmetic",
             BinaryOp::ShiftRightLogical => "shift_right_logical",
+            BinaryOp::Polygamma => "polygamma",
+            BinaryOp::Zeta => "zeta",
+            BinaryOp::NextAfter => "next_after",
         }
+    }
+
+    /// Whether the op is a CHLO op (see [`UnaryOp::is_chlo`]).
+    pub fn is_chlo(self) -> bool {
+        matches!(self, BinaryOp::Polygamma | BinaryOp::Zeta | BinaryOp::NextAfter)
     }
 }
 
@@ -258,6 +302,8 @@ impl ReduceKind {
             DType::I8 => i64::from(i8::MAX),
             // u64::MAX's bit pattern.
             DType::U64 => -1,
+            DType::U16 => i64::from(u16::MAX),
+            DType::U32 => i64::from(u32::MAX),
             _ => 255,
         };
         match (self, dtype) {

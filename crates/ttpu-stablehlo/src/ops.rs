@@ -196,6 +196,32 @@ unary_builders!(
     reshape,
 );
 
+/// CHLO's special functions, in their generic form (`"chlo.lgamma"(%x)`): the context leaves
+/// dialects unregistered, and PJRT plugins legalize CHLO as JAX's modules use it.
+macro_rules! chlo_builders {
+    ($($name:ident: $($operand:ident),+;)*) => {$(
+        #[doc = concat!("`chlo.", stringify!($name), "`.")]
+        pub(crate) fn $name<'c, 'a>(
+            $($operand: Value<'c, 'a>,)+
+            result: Type<'c>,
+            location: Location<'c>,
+        ) -> Result<Operation<'c>, Error> {
+            build(concat!("chlo.", stringify!($name)), location, &[$($operand),+], &[result], &[], Vec::new())
+        }
+    )*};
+}
+
+chlo_builders!(
+    lgamma: operand;
+    digamma: operand;
+    erf_inv: operand;
+    erfc: operand;
+    bessel_i1e: operand;
+    polygamma: lhs, rhs;
+    zeta: lhs, rhs;
+    next_after: lhs, rhs;
+);
+
 binary_builders!(
     add,
     subtract,
@@ -238,6 +264,11 @@ pub(crate) fn unary_builder(op: UnaryOp) -> UnaryBuilder {
         UnaryOp::Sign => sign,
         UnaryOp::Not => not,
         UnaryOp::IsFinite => is_finite,
+        UnaryOp::Lgamma => lgamma,
+        UnaryOp::Digamma => digamma,
+        UnaryOp::ErfInv => erf_inv,
+        UnaryOp::Erfc => erfc,
+        UnaryOp::BesselI1e => bessel_i1e,
     }
 }
 
@@ -259,6 +290,9 @@ pub(crate) fn binary_builder(op: BinaryOp) -> BinaryBuilder {
         BinaryOp::ShiftLeft => shift_left,
         BinaryOp::ShiftRightArithmetic => shift_right_arithmetic,
         BinaryOp::ShiftRightLogical => shift_right_logical,
+        BinaryOp::Polygamma => polygamma,
+        BinaryOp::Zeta => zeta,
+        BinaryOp::NextAfter => next_after,
     }
 }
 

@@ -25,6 +25,8 @@ pub(crate) fn element_type(context: &Context, dtype: DType) -> Type<'_> {
         DType::I8 => IntegerType::new(context, 8).into(),
         DType::U8 => IntegerType::unsigned(context, 8).into(),
         DType::U64 => IntegerType::unsigned(context, 64).into(),
+        DType::U16 => IntegerType::unsigned(context, 16).into(),
+        DType::U32 => IntegerType::unsigned(context, 32).into(),
         DType::Bool => IntegerType::new(context, 1).into(),
         // melior has no complex type constructor; MLIR's parser always knows the builtin
         // `complex<f32>`, so parsing it cannot fail.

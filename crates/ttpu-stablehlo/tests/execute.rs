@@ -37,6 +37,8 @@ fn element_type(dtype: DType) -> ElementType {
         DType::I16 => ElementType::S16,
         DType::I8 => ElementType::S8,
         DType::U8 => ElementType::U8,
+        DType::U16 => ElementType::U16,
+        DType::U32 => ElementType::U32,
         DType::U64 => ElementType::U64,
         DType::Bool => ElementType::Pred,
         DType::C64 => ElementType::C64,

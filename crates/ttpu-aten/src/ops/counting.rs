@@ -2,7 +2,7 @@
 //! `repeat_interleave.Tensor` (expert ids repeated by their counts).
 
 use smallvec::SmallVec;
-use ttpu_ir::{BinaryOp, CompareDirection, DType, ReduceKind, Scalar, ScatterKind, Shape, TensorType, Window};
+use ttpu_ir::{BinaryOp, CompareDirection, DType, ReduceKind, Scalar, ScatterKind, Shape, TensorType, ValueId, Window};
 
 use super::elementwise::tensor;
 use super::index::scatter_points;
@@ -18,8 +18,8 @@ use crate::error::Result;
 pub(super) fn histc(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let x = args.tensor("self")?;
     let dtype = cx.dtype(x);
-    if !matches!(dtype, DType::F32 | DType::F64) {
-        return Err(cx.bad(format!("histc takes float32 or float64 tensors, found {}", cx.ty(x))));
+    if !dtype.is_float() {
+        return Err(cx.bad(format!("histc takes floating-point tensors, found {}", cx.ty(x))));
     }
     let bins = args.int_or("bins", 100)?;
     if bins <= 0 {
@@ -62,7 +62,22 @@ pub(super) fn histc(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let scaled = cx.binary_scalar(BinaryOp::Multiply, offset, Scalar::Int(bins))?;
     let width = cx.binary(BinaryOp::Subtract, high, low)?;
     let width = cx.broadcast_to(width, &shape)?;
-    let position = if dtype == DType::F32 {
+    let position = if matches!(dtype, DType::F16 | DType::BF16) {
+        // PyTorch's kernel rounds each step to the input's dtype (`c10::Half` arithmetic); each
+        // step here computes in f32, where the exact result of one rounded operation on two
+        // reduced-precision operands rounds to the same value.
+        let step = |cx: &mut Cx<'_>, op: BinaryOp, lhs: ValueId, rhs: ValueId| -> Result<ValueId> {
+            let (lhs, rhs) = (cx.convert(lhs, DType::F32)?, cx.convert(rhs, DType::F32)?);
+            let exact = cx.binary(op, lhs, rhs)?;
+            cx.convert(exact, dtype)
+        };
+        let offset = step(cx, BinaryOp::Subtract, flat, low_all)?;
+        let factor = cx.splat(dtype, Scalar::Int(bins), &shape)?;
+        let scaled = step(cx, BinaryOp::Multiply, offset, factor)?;
+        let width = step(cx, BinaryOp::Subtract, high, low)?;
+        let width = cx.broadcast_to(width, &shape)?;
+        step(cx, BinaryOp::Divide, scaled, width)?
+    } else if dtype == DType::F32 {
         // XLA may turn a division by a constant into a product with its reciprocal, which is off
         // by an ulp for some operands and moves an element across a bin edge; the quotient in
         // float64, rounded once to float32, is the correctly rounded float32 quotient.
@@ -80,9 +95,23 @@ pub(super) fn histc(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let nowhere = cx.splat(DType::I64, Scalar::Int(bins), &shape)?;
     let position = cx.select(inside, position, nowhere)?;
     let points = cx.reshape(position, Shape::from_static(&[count, 1]))?;
-    let ones = cx.splat(dtype, Scalar::Float(1.0), &shape)?;
-    let empty = cx.splat(dtype, Scalar::Float(0.0), &Shape::from_static(&[bins]))?;
-    tensor(scatter_points(cx, empty, points, ones, ScatterKind::Combine(ReduceKind::Sum))?)
+    let ones = cx.splat(DType::I64, Scalar::Int(1), &shape)?;
+    let empty = cx.splat(DType::I64, Scalar::Int(0), &Shape::from_static(&[bins]))?;
+    let counts = scatter_points(cx, empty, points, ones, ScatterKind::Combine(ReduceKind::Sum))?;
+    // PyTorch adds ones to a count of the input's dtype one element at a time, so a count stops
+    // growing where adding one rounds back to it: 2^11 in f16, 2^8 in bf16, 2^24 in f32 (2^53 is
+    // beyond any tensor here).
+    let saturated = match dtype {
+        DType::F16 => Some(1 << 11),
+        DType::BF16 => Some(1 << 8),
+        DType::F32 => Some(1 << 24),
+        _ => None,
+    };
+    let counts = match saturated {
+        Some(limit) => cx.binary_scalar(BinaryOp::Minimum, counts, Scalar::Int(limit))?,
+        None => counts,
+    };
+    tensor(cx.convert(counts, dtype)?)
 }
 
 /// `repeat_interleave.Tensor(repeats, *, output_size)`: `i` repeated `repeats[i]` times, in order.

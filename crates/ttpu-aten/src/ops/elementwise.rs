@@ -233,7 +233,8 @@ pub(super) fn neg(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
 /// `abs` (bool is its own absolute value).
 pub(super) fn abs(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let x = args.tensor("self")?;
-    if cx.dtype(x).is_bool() {
+    // Unsigned values are their own magnitude (StableHLO's `abs` takes signed types only).
+    if cx.dtype(x).is_bool() || (cx.dtype(x).is_integer() && !cx.dtype(x).is_signed_integer()) {
         return tensor(x);
     }
     tensor(cx.unary(UnaryOp::Abs, x)?)
@@ -248,10 +249,15 @@ pub(super) fn sign(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     if dtype.is_bool() {
         return tensor(x);
     }
-    if !dtype.is_float() {
+    if dtype.is_signed_integer() {
         return tensor(cx.unary(UnaryOp::Sign, x)?);
     }
     let zero = cx.splat_like(x, Scalar::Int(0))?;
+    if !dtype.is_float() {
+        // Unsigned: 1 where nonzero.
+        let nonzero = cx.compare(CompareDirection::Ne, x, zero)?;
+        return tensor(cx.convert(nonzero, dtype)?);
+    }
     let positive = cx.compare(CompareDirection::Gt, x, zero)?;
     let negative = cx.compare(CompareDirection::Lt, x, zero)?;
     let positive = cx.convert(positive, dtype)?;
@@ -268,7 +274,7 @@ pub(super) fn reciprocal(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
 }
 
 /// The dtype float math on `x` produces: its own if float, else the default float dtype.
-fn float_dtype(cx: &Cx<'_>, x: ValueId) -> DType {
+pub(super) fn float_dtype(cx: &Cx<'_>, x: ValueId) -> DType {
     let dtype = cx.dtype(x);
     // Complex inputs stay complex: StableHLO computes the complex functions itself.
     if dtype.is_float() || dtype.is_complex() { dtype } else { DEFAULT_FLOAT }

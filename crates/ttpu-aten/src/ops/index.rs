@@ -185,23 +185,39 @@ fn points_with(cx: &mut Cx<'_>, index: ValueId, wrapped: ValueId, dim: usize) ->
     stack_last(cx, &parts)
 }
 
-/// Checks `gather`/`scatter` ranks and returns the normalised dim.
-fn dim_and_index(cx: &Cx<'_>, args: &Args, x: ValueId) -> Result<(usize, ValueId)> {
+/// A zero-dim tensor as one of one element: PyTorch's `gather` and `scatter` treat a zero-dim
+/// self, index or source as one-dim (`ensure_nonempty_dim`).
+fn at_least_1d(cx: &mut Cx<'_>, value: ValueId) -> Result<ValueId> {
+    if cx.rank(value) == 0 { cx.reshape(value, Shape::from_static(&[1])) } else { Ok(value) }
+}
+
+/// `x` gathered along `dim` at `index` (of `x`'s rank, negative entries wrapped): `take_along_dim`.
+pub(super) fn take_along(cx: &mut Cx<'_>, x: ValueId, dim: usize, index: ValueId) -> Result<ValueId> {
+    let points = along_dim_points_of(cx, index, x, dim)?;
+    gather_points(cx, x, points)
+}
+
+/// Checks `gather`/`scatter` ranks (zero-dim counting as one-dim) and returns the normalised dim
+/// and the index, at least one-dim.
+fn dim_and_index(cx: &mut Cx<'_>, args: &Args, x: ValueId) -> Result<(usize, ValueId)> {
     let index = args.tensor("index")?;
     let rank = cx.rank(x);
     let dim = cx.norm_dim(args.int("dim")?, rank)?;
-    if cx.rank(index) != rank || rank == 0 {
+    if cx.rank(index).max(1) != rank.max(1) {
         return Err(cx.bad(format!("index {} must have the rank of self {}", cx.ty(index), cx.ty(x))));
     }
-    Ok((dim, index))
+    Ok((dim, at_least_1d(cx, index)?))
 }
 
-/// `gather(self, dim, index)`: `out[p] = self[p with p[dim] = index[p]]`.
+/// `gather(self, dim, index)`: `out[p] = self[p with p[dim] = index[p]]`, of the index's shape.
 pub(super) fn gather(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let x = args.tensor("self")?;
+    let shape = cx.shape(args.tensor("index")?);
     let (dim, index) = dim_and_index(cx, args, x)?;
+    let x = at_least_1d(cx, x)?;
     let points = along_dim_points_of(cx, index, x, dim)?;
-    tensor(gather_points(cx, x, points)?)
+    let gathered = gather_points(cx, x, points)?;
+    tensor(cx.reshape(gathered, shape)?)
 }
 
 /// `src` cut to the index's shape (PyTorch reads only that corner), in `dtype`.
@@ -239,12 +255,17 @@ fn updates_for(cx: &mut Cx<'_>, src: Val, index: ValueId, dtype: DType) -> Resul
 
 /// `scatter.src` / `scatter.value` (`reduce` absent) and `scatter_add`.
 pub(super) fn scatter(cx: &mut Cx<'_>, args: &Args, kind: ScatterKind) -> Result<Imported> {
-    let x = args.tensor("self")?;
-    let (dim, index) = dim_and_index(cx, args, x)?;
-    let source = if args.has_param("src") { args.get("src").clone() } else { args.get("value").clone() };
+    let original = args.tensor("self")?;
+    let (dim, index) = dim_and_index(cx, args, original)?;
+    let x = at_least_1d(cx, original)?;
+    let mut source = if args.has_param("src") { args.get("src").clone() } else { args.get("value").clone() };
+    if let Val::Tensor(src) = source {
+        source = Val::Tensor(at_least_1d(cx, src)?);
+    }
     let updates = updates_for(cx, source, index, cx.dtype(x))?;
     let points = along_dim_points_of(cx, index, x, dim)?;
-    tensor(scatter_points(cx, x, points, updates, kind)?)
+    let scattered = scatter_points(cx, x, points, updates, kind)?;
+    tensor(cx.reshape(scattered, cx.shape(original))?)
 }
 
 /// `scatter_reduce.two(self, dim, index, src, reduce, *, include_self)` for `sum`, `prod`,
@@ -252,13 +273,32 @@ pub(super) fn scatter(cx: &mut Cx<'_>, args: &Args, kind: ScatterKind) -> Result
 /// the reduction's identity; `mean` divides by the number of contributions (floor division for
 /// integers, as PyTorch does).
 pub(super) fn scatter_reduce(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
-    let x = args.tensor("self")?;
-    let (dim, index) = dim_and_index(cx, args, x)?;
-    let size = cx.static_dim(x, dim, "scatter_reduce")?;
+    let original = args.tensor("self")?;
+    let (dim, index) = dim_and_index(cx, args, original)?;
+    let x = at_least_1d(cx, original)?;
+    let shape = cx.shape(original);
     let reduce = args.opt_str("reduce")?.unwrap_or("sum").to_owned();
     let include_self = args.bool_or("include_self", true)?;
+    let src = args.tensor("src")?;
+    let src = at_least_1d(cx, src)?;
+    let reduced = scatter_reduce_with(cx, x, dim, index, src, &reduce, include_self)?;
+    tensor(cx.reshape(reduced, shape)?)
+}
+
+/// [`scatter_reduce`] on a self, index and source of rank one or more (`index_reduce` spreads its
+/// index over the source first).
+pub(super) fn scatter_reduce_with(
+    cx: &mut Cx<'_>,
+    x: ValueId,
+    dim: usize,
+    index: ValueId,
+    src: ValueId,
+    reduce: &str,
+    include_self: bool,
+) -> Result<ValueId> {
+    let size = cx.static_dim(x, dim, "scatter_reduce")?;
     let dtype = cx.dtype(x);
-    let kind = match reduce.as_str() {
+    let kind = match reduce {
         "sum" | "mean" => ReduceKind::Sum,
         "prod" => ReduceKind::Product,
         "amax" => ReduceKind::Max,
@@ -268,7 +308,7 @@ pub(super) fn scatter_reduce(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     if dtype.is_bool() {
         return Err(cx.bad("scatter_reduce on bool tensors is not supported"));
     }
-    let updates = updates_for(cx, Val::Tensor(args.tensor("src")?), index, dtype)?;
+    let updates = updates_for(cx, Val::Tensor(src), index, dtype)?;
     let points = along_dim_points(cx, index, dim, size)?;
     let mut base = x;
     if !include_self {
@@ -277,7 +317,7 @@ pub(super) fn scatter_reduce(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     }
     let combined = scatter_points(cx, base, points, updates, ScatterKind::Combine(kind))?;
     if reduce != "mean" {
-        return tensor(combined);
+        return Ok(combined);
     }
     // Contributions per position: 1 for self when included, plus one per update.
     let start = cx.splat_like(x, Scalar::Int(i64::from(include_self)))?;
@@ -286,7 +326,7 @@ pub(super) fn scatter_reduce(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let one = cx.splat_like(count, Scalar::Int(1))?;
     let count = cx.binary(BinaryOp::Maximum, count, one)?;
     if dtype.is_float() {
-        return tensor(cx.binary(BinaryOp::Divide, combined, count)?);
+        return cx.binary(BinaryOp::Divide, combined, count);
     }
     // Integer floor division by a positive count.
     let quotient = cx.binary(BinaryOp::Divide, combined, count)?;
@@ -294,7 +334,7 @@ pub(super) fn scatter_reduce(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let zero = cx.splat_like(remainder, Scalar::Int(0))?;
     let negative = cx.compare(CompareDirection::Lt, remainder, zero)?;
     let lowered = cx.binary_scalar(BinaryOp::Subtract, quotient, Scalar::Int(1))?;
-    tensor(cx.select(negative, lowered, quotient)?)
+    cx.select(negative, lowered, quotient)
 }
 
 /// The index tensors of an `indices` list (`None` for untouched dims), as `(dim, tensor)`.
@@ -671,14 +711,39 @@ pub(super) fn diagonal(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     if dim1 == dim2 {
         return Err(cx.bad("diagonal dims must differ"));
     }
-    let sizes = cx.static_dims(x, "diagonal")?;
-    let (rows, cols) = (sizes[dim1], sizes[dim2]);
-    let length = (rows - (-offset).max(0)).min(cols - offset.max(0)).max(0);
     let perm: Vec<i64> = [dim1, dim2]
         .into_iter()
         .chain((0..rank).filter(|&dim| dim != dim1 && dim != dim2))
         .map(|dim| dim as i64)
         .collect();
+    let shape = cx.shape(x);
+    if shape[dim1].as_static().is_none() || shape[dim2].as_static().is_none() {
+        // Symbolic diagonal dims: the length `min(rows - max(-offset, 0), cols - max(offset, 0))`
+        // is a size expression and the coordinates an `iota` over it.
+        let shift =
+            |size: &ttpu_ir::Dim, by: i64| ttpu_ir::DimExpr::of(size).checked_sub(&ttpu_ir::DimExpr::constant(by));
+        let (Some(rows), Some(cols)) = (shift(&shape[dim1], (-offset).max(0)), shift(&shape[dim2], offset.max(0)))
+        else {
+            return Err(cx.site.dynamic("the diagonal's length overflows"));
+        };
+        let length = rows.minimum(&cols).into_dim();
+        // Every element addressed by its full coordinates (slices of one element, whatever the
+        // other dims' sizes): the result's shape is the other dims, then the diagonal.
+        let rest: Vec<usize> = (0..rank).filter(|&dim| dim != dim1 && dim != dim2).collect();
+        let out: Shape = rest.iter().map(|&dim| shape[dim].clone()).chain([length]).collect();
+        let along = iota(cx, &out, rank - 2)?;
+        let mut parts = vec![along; rank];
+        for (position, &dim) in rest.iter().enumerate() {
+            parts[dim] = iota(cx, &out, position)?;
+        }
+        parts[dim1] = cx.binary_scalar(BinaryOp::Add, along, Scalar::Int((-offset).max(0)))?;
+        parts[dim2] = cx.binary_scalar(BinaryOp::Add, along, Scalar::Int(offset.max(0)))?;
+        let points = stack_last(cx, &parts)?;
+        return tensor(gather_points(cx, x, points)?);
+    }
+    let sizes = cx.static_dims(x, "diagonal")?;
+    let (rows, cols) = (sizes[dim1], sizes[dim2]);
+    let length = (rows - (-offset).max(0)).min(cols - offset.max(0)).max(0);
     let front = cx.transpose(x, &perm)?;
     let mut coords = Vec::with_capacity(cx.table(&[length, 2], "diagonal_scatter")?);
     for i in 0..length {
@@ -699,8 +764,9 @@ pub(super) fn masked_scatter(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let x = args.tensor("self")?;
     let mask = to_bool(cx, args.tensor("mask")?)?;
     let source = args.tensor("source")?;
+    // Self and mask broadcast to each other, as in PyTorch's out-of-place `masked_scatter`.
+    let [x, mask] = cx.broadcast_all([x, mask])?;
     let shape = cx.shape(x);
-    let mask = cx.broadcast_to(mask, &shape)?;
     let total: i64 = cx.static_dims(x, "masked_scatter")?.iter().product();
     let flat_mask = cx.reshape(mask, Shape::from_static(&[total]))?;
     let ones = cx.convert(flat_mask, DType::I64)?;
@@ -716,6 +782,11 @@ pub(super) fn masked_scatter(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let inclusive = cx.ok(built)?;
     let position = cx.binary(BinaryOp::Subtract, inclusive, ones)?;
     let count: i64 = cx.static_dims(source, "masked_scatter")?.iter().product();
+    if count == 0 || total == 0 {
+        // Nothing to take (a mask with no true element, as PyTorch requires of an empty source)
+        // or nowhere to put it.
+        return tensor(x);
+    }
     let flat_source = cx.reshape(source, Shape::from_static(&[count]))?;
     let flat_source = cx.convert(flat_source, cx.dtype(x))?;
     let points = cx.reshape(position, Shape::from_static(&[total, 1]))?;
@@ -728,6 +799,11 @@ pub(super) fn masked_scatter(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
 pub(super) fn sort_last(cx: &mut Cx<'_>, x: ValueId, descending: bool) -> Result<(ValueId, ValueId)> {
     let rank = cx.rank(x);
     let n = cx.static_dim(x, rank - 1, "sort")?;
+    if cx.shape(x).dims().iter().any(|dim| *dim == ttpu_ir::Dim::Static(0)) {
+        // An empty tensor sorts to itself; a gather from it would have no slice to take.
+        let shape = cx.shape(x);
+        return Ok((x, iota(cx, &shape, rank - 1)?));
+    }
     let keys = if cx.dtype(x).is_bool() { cx.convert(x, DType::I32)? } else { x };
     let built = cx.b.argsort(keys, rank as i64 - 1, descending);
     let order = cx.ok(built)?;
@@ -737,7 +813,7 @@ pub(super) fn sort_last(cx: &mut Cx<'_>, x: ValueId, descending: bool) -> Result
 }
 
 /// Sorts `dim` of `x`, moving it last and back.
-fn sort_dim(cx: &mut Cx<'_>, x: ValueId, dim: usize, descending: bool) -> Result<(ValueId, ValueId)> {
+pub(super) fn sort_dim(cx: &mut Cx<'_>, x: ValueId, dim: usize, descending: bool) -> Result<(ValueId, ValueId)> {
     let rank = cx.rank(x);
     let mut perm: Vec<i64> = (0..rank as i64).collect();
     perm.swap(dim, rank - 1);
@@ -939,7 +1015,7 @@ pub(super) fn grid_sampler_2d(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> 
 }
 
 /// PyTorch's `grid_sampler_unnormalize`: a normalised coordinate in `[-1, 1]` to a pixel one.
-fn unnormalize(cx: &mut Cx<'_>, coord: ValueId, size: i64, align: bool) -> Result<ValueId> {
+pub(super) fn unnormalize(cx: &mut Cx<'_>, coord: ValueId, size: i64, align: bool) -> Result<ValueId> {
     let plus_one = cx.binary_scalar(BinaryOp::Add, coord, Scalar::Int(1))?;
     if align {
         let half = cx.binary_scalar(BinaryOp::Divide, plus_one, Scalar::Int(2))?;
@@ -981,7 +1057,7 @@ fn cubic_coefficients(cx: &mut Cx<'_>, t: ValueId) -> Result<[ValueId; 4]> {
 
 /// PyTorch's `compute_coordinates`: a pixel coordinate clipped (border) or reflected and clipped
 /// (reflection); zeros padding keeps it.
-fn pad_coordinate(cx: &mut Cx<'_>, pixel: ValueId, size: i64, padding: i64, align: bool) -> Result<ValueId> {
+pub(super) fn pad_coordinate(cx: &mut Cx<'_>, pixel: ValueId, size: i64, padding: i64, align: bool) -> Result<ValueId> {
     let mut pixel = pixel;
     if padding == 2 {
         let (twice_low, twice_high) = if align { (0, 2 * (size - 1)) } else { (-1, 2 * size - 1) };

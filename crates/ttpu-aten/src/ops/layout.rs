@@ -379,12 +379,48 @@ fn split_into(cx: &mut Cx<'_>, x: ValueId, dim: usize, sizes: &[i64]) -> Result<
 pub(super) fn split_with_sizes(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let x = args.tensor("self")?;
     let dim = cx.norm_dim(args.int_or("dim", 0)?, cx.rank(x))?;
+    if cx.shape(x)[dim].as_static().is_none() {
+        return split_symbolic(cx, x, dim, &args.sym_ints("split_sizes")?);
+    }
     let size = cx.static_dim(x, dim, "split")?;
     let sizes = args.ints("split_sizes")?;
     if sizes.iter().any(|&piece| piece < 0) || sizes.iter().sum::<i64>() != size {
         return Err(cx.bad(format!("split sizes {sizes:?} do not add up to the dim's size {size}")));
     }
     split_into(cx, x, dim, &sizes)
+}
+
+/// `split_with_sizes` along a symbolic dim: pieces of static sizes from the front, the last one
+/// (whose size PyTorch writes as the dim minus the others) running to the dim's end. The sizes
+/// adding up to the dim is PyTorch's guard; the annotated types, checked after the node, hold the
+/// sizes it computed.
+fn split_symbolic(cx: &mut Cx<'_>, x: ValueId, dim: usize, sizes: &[SymExpr]) -> Result<Imported> {
+    let mut pieces = Vec::with_capacity(sizes.len());
+    let mut start = 0i64;
+    for (position, size) in sizes.iter().enumerate() {
+        let last = position + 1 == sizes.len();
+        let limit = match size {
+            SymExpr::Int(size) if !last => {
+                if *size < 0 {
+                    return Err(cx.bad(format!("split sizes must be non-negative, found {size}")));
+                }
+                Dim::Static(start + size)
+            }
+            _ if last => cx.shape(x)[dim].clone(),
+            other => {
+                return Err(cx.site.dynamic(format!(
+                    "split needs every piece but the last to have a static size along a symbolic dim, found `{}`",
+                    sym::Show(other)
+                )));
+            }
+        };
+        let piece = slice_along(cx, x, dim, start, limit.clone(), 1)?;
+        pieces.push(Imported::Tensor(piece));
+        if let Dim::Static(end) = limit {
+            start = end;
+        }
+    }
+    Ok(Imported::Tuple(pieces))
 }
 
 /// `split.Tensor(self, split_size, dim)`: equal pieces, the last one smaller.
@@ -443,15 +479,36 @@ pub(super) fn index_select(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
         1 => index,
         rank => return Err(cx.bad(format!("index must be 1-D, found rank {rank}"))),
     };
-    tensor(gather_dim(cx, x, dim, index)?)
+    let symbolic_rest = cx.shape(x).dims().iter().enumerate().any(|(d, size)| d != dim && size.as_static().is_none());
+    if symbolic_rest {
+        // Other dims of symbolic size cannot be slice sizes: address every element instead, the
+        // index spread over the result's shape.
+        let mut shape = cx.shape(x);
+        shape.0[dim] = cx.shape(index)[0].clone();
+        let spread = cx.broadcast_in_dim(index, &[dim as i64], shape)?;
+        return tensor(super::index::take_along(cx, x, dim, spread)?);
+    }
+    if cx.rank(x) > 0 {
+        return tensor(gather_dim(cx, x, dim, index)?);
+    }
+    // A zero-dim self takes one index and gives a zero-dim result, as in PyTorch.
+    if cx.shape(index)[0] != Dim::Static(1) {
+        return Err(cx.bad(format!("the index {} of a zero-dim self must hold one value", cx.ty(index))));
+    }
+    let row = cx.reshape(x, Shape::from_static(&[1]))?;
+    let picked = gather_dim(cx, row, 0, index)?;
+    tensor(cx.reshape(picked, Shape::scalar())?)
 }
 
 /// Slices of `x` along `dim` at the positions in the 1-D `index`, in index order.
 pub(crate) fn gather_dim(cx: &mut Cx<'_>, x: ValueId, dim: usize, index: ValueId) -> Result<ValueId> {
-    let sizes = cx.static_dims(x, "gathering")?;
-    let rank = sizes.len();
-    let mut slice_sizes: SmallVec<[i64; 4]> = sizes.clone();
-    slice_sizes[dim] = 1;
+    // The gathered dim may be symbolic (its slices are one element); the others are taken whole,
+    // so their sizes are attributes.
+    let rank = cx.rank(x);
+    let mut slice_sizes: SmallVec<[i64; 4]> = SmallVec::with_capacity(rank);
+    for d in 0..rank {
+        slice_sizes.push(if d == dim { 1 } else { cx.static_dim(x, d, "gathering")? });
+    }
     let dims = GatherDims {
         // The kept operand dims stay in place; the index's one dim lands where `dim` was.
         offset_dims: (0..rank as i64).filter(|&index| index != dim as i64).collect(),
@@ -786,6 +843,8 @@ fn torch_name(dtype: ttpu_ir::DType) -> &'static str {
         DType::I16 => "Short",
         DType::I8 => "Char",
         DType::U8 => "Byte",
+        DType::U16 => "UInt16",
+        DType::U32 => "UInt32",
         DType::U64 => "UInt64",
         DType::Bool => "Bool",
         DType::C64 => "ComplexFloat",

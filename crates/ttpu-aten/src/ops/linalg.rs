@@ -30,26 +30,26 @@ pub(crate) const MAX_N: i64 = 64;
 
 /// A batch of square matrices: `[batch.., n, n]`.
 #[derive(Clone)]
-struct Square {
-    batch: Vec<Dim>,
-    n: i64,
-    dtype: DType,
+pub(super) struct Square {
+    pub(super) batch: Vec<Dim>,
+    pub(super) n: i64,
+    pub(super) dtype: DType,
 }
 
 impl Square {
     /// `[batch.., tail..]`.
-    fn shape(&self, tail: &[i64]) -> Shape {
+    pub(super) fn shape(&self, tail: &[i64]) -> Shape {
         self.batch.iter().cloned().chain(tail.iter().map(|&size| Dim::Static(size))).collect()
     }
 
     /// The number of batch dims.
-    fn b(&self) -> usize {
+    pub(super) fn b(&self) -> usize {
         self.batch.len()
     }
 }
 
 /// Checks `a` is a batch of static square float matrices of at most [`MAX_N`] rows.
-fn square(cx: &Cx<'_>, a: ValueId, what: &str) -> Result<Square> {
+pub(super) fn square(cx: &Cx<'_>, a: ValueId, what: &str) -> Result<Square> {
     let ty = cx.ty(a);
     if ty.rank() < 2 {
         return Err(cx.bad(format!("{what}: The input tensor A must have at least 2 dimensions, found {ty}")));
@@ -84,32 +84,38 @@ fn square(cx: &Cx<'_>, a: ValueId, what: &str) -> Result<Square> {
 }
 
 /// An `i64` iota of `shape` along `dim`.
-fn iota(cx: &mut Cx<'_>, shape: Shape, dim: usize) -> Result<ValueId> {
+pub(super) fn iota(cx: &mut Cx<'_>, shape: Shape, dim: usize) -> Result<ValueId> {
     let built = cx.b.iota(TensorType::new(DType::I64, shape), dim as i64);
     cx.ok(built)
 }
 
 /// `value` (`[batch.., tail..]`) broadcast to `[batch.., target..]`, its tail dims going to
 /// `positions` of the target's tail.
-fn expand(cx: &mut Cx<'_>, m: &Square, value: ValueId, positions: &[usize], target: &[i64]) -> Result<ValueId> {
+pub(super) fn expand(
+    cx: &mut Cx<'_>,
+    m: &Square,
+    value: ValueId,
+    positions: &[usize],
+    target: &[i64],
+) -> Result<ValueId> {
     let b = m.b();
     let dims: Vec<i64> = (0..b).chain(positions.iter().map(|&position| b + position)).map(|dim| dim as i64).collect();
     cx.broadcast_in_dim(value, &dims, m.shape(target))
 }
 
 /// `value` compared with the constant `index` of its dtype.
-fn compare_to(cx: &mut Cx<'_>, direction: CompareDirection, value: ValueId, index: i64) -> Result<ValueId> {
+pub(super) fn compare_to(cx: &mut Cx<'_>, direction: CompareDirection, value: ValueId, index: i64) -> Result<ValueId> {
     let constant = cx.splat_like(value, Scalar::Int(index))?;
     cx.compare(direction, value, constant)
 }
 
-fn and(cx: &mut Cx<'_>, lhs: ValueId, rhs: ValueId) -> Result<ValueId> {
+pub(super) fn and(cx: &mut Cx<'_>, lhs: ValueId, rhs: ValueId) -> Result<ValueId> {
     cx.binary(BinaryOp::And, lhs, rhs)
 }
 
 /// Rows `index[.., r]` of `matrix` (`[batch.., n, k]`) as `[batch.., r, k]`: the chosen row's bits
 /// summed with zeros, so exact for every value.
-fn pick_rows(cx: &mut Cx<'_>, m: &Square, matrix: ValueId, index: ValueId) -> Result<ValueId> {
+pub(super) fn pick_rows(cx: &mut Cx<'_>, m: &Square, matrix: ValueId, index: ValueId) -> Result<ValueId> {
     let b = m.b();
     let dtype = cx.dtype(matrix);
     let bits = if dtype.is_float() { cx.bitcast_convert(matrix, same_width_int(dtype))? } else { matrix };
@@ -127,24 +133,24 @@ fn pick_rows(cx: &mut Cx<'_>, m: &Square, matrix: ValueId, index: ValueId) -> Re
 }
 
 /// Row `i` of `matrix` (`[batch.., n, k]`) as `[batch.., 1, k]`.
-fn row(cx: &mut Cx<'_>, m: &Square, matrix: ValueId, i: i64) -> Result<ValueId> {
+pub(super) fn row(cx: &mut Cx<'_>, m: &Square, matrix: ValueId, i: i64) -> Result<ValueId> {
     cx.slice_dim(matrix, m.b(), i, i + 1, 1)
 }
 
 /// Column `j` of `matrix` (`[batch.., n, k]`) as `[batch.., n, 1]`.
-fn column(cx: &mut Cx<'_>, m: &Square, matrix: ValueId, j: i64) -> Result<ValueId> {
+pub(super) fn column(cx: &mut Cx<'_>, m: &Square, matrix: ValueId, j: i64) -> Result<ValueId> {
     cx.slice_dim(matrix, m.b() + 1, j, j + 1, 1)
 }
 
 /// Element `(i, j)` of each matrix as `[batch..]`.
-fn element(cx: &mut Cx<'_>, m: &Square, matrix: ValueId, i: i64, j: i64) -> Result<ValueId> {
+pub(super) fn element(cx: &mut Cx<'_>, m: &Square, matrix: ValueId, i: i64, j: i64) -> Result<ValueId> {
     let row = row(cx, m, matrix, i)?;
     let value = column(cx, m, row, j)?;
     cx.reshape(value, m.shape(&[]))
 }
 
 /// The diagonal of each matrix as `[batch.., n]` (exactly, through the bits).
-fn diagonal(cx: &mut Cx<'_>, m: &Square, matrix: ValueId) -> Result<ValueId> {
+pub(super) fn diagonal(cx: &mut Cx<'_>, m: &Square, matrix: ValueId) -> Result<ValueId> {
     let b = m.b();
     let bits = cx.bitcast_convert(matrix, same_width_int(m.dtype))?;
     let rows = iota(cx, m.shape(&[m.n, m.n]), b)?;
@@ -158,23 +164,23 @@ fn diagonal(cx: &mut Cx<'_>, m: &Square, matrix: ValueId) -> Result<ValueId> {
 
 /// `getf2`'s factorization `P A = L U` of each matrix: `L` unit lower (below the diagonal of
 /// `lu`), `U` upper.
-struct Lu {
+pub(super) struct Lu {
     /// `L` and `U` in one matrix.
-    lu: ValueId,
+    pub(super) lu: ValueId,
     /// LAPACK's pivots: row `i` was exchanged with row `pivots[i]` (0-based, `i64`, `[batch.., n]`).
-    pivots: ValueId,
+    pub(super) pivots: ValueId,
     /// Where each row of `P A` came from (`i64`, `[batch.., n]`).
-    perm: ValueId,
+    pub(super) perm: ValueId,
     /// Whether `P` is an odd permutation (`bool`, `[batch..]`).
-    odd: ValueId,
+    pub(super) odd: ValueId,
     /// 0, or the 1-based index of the first zero pivot (`i32`, `[batch..]`).
-    info: ValueId,
+    pub(super) info: ValueId,
 }
 
 /// LU with partial pivoting, unrolled over the columns as LAPACK's `getf2`: the pivot is the first
 /// largest magnitude at or below the diagonal; a zero pivot leaves its column as it is and records
 /// `info`; the multipliers are scaled by the pivot's reciprocal, as LAPACK does.
-fn lu_factor(cx: &mut Cx<'_>, m: &Square, a: ValueId) -> Result<Lu> {
+pub(super) fn lu_factor(cx: &mut Cx<'_>, m: &Square, a: ValueId) -> Result<Lu> {
     let (b, n) = (m.b(), m.n);
     let square = [n, n];
     let rows2 = iota(cx, m.shape(&square), b)?;
@@ -261,7 +267,7 @@ fn lu_factor(cx: &mut Cx<'_>, m: &Square, a: ValueId) -> Result<Lu> {
 }
 
 /// `A^T` of each matrix.
-fn transposed(cx: &mut Cx<'_>, value: ValueId) -> Result<ValueId> {
+pub(super) fn transposed(cx: &mut Cx<'_>, value: ValueId) -> Result<ValueId> {
     let rank = cx.rank(value);
     let mut permutation: Vec<i64> = (0..rank as i64).collect();
     permutation.swap(rank - 2, rank - 1);
@@ -323,13 +329,13 @@ fn eliminate(
 }
 
 /// The pivots as PyTorch returns them: 1-based `i32`.
-fn torch_pivots(cx: &mut Cx<'_>, pivots: ValueId) -> Result<ValueId> {
+pub(super) fn torch_pivots(cx: &mut Cx<'_>, pivots: ValueId) -> Result<ValueId> {
     let one_based = cx.binary_scalar(BinaryOp::Add, pivots, Scalar::Int(1))?;
     cx.convert(one_based, DType::I32)
 }
 
 /// Solves `A X = B` for `B` of `[batch.., n, k]` from `P A = L U`: `X = U^-1 L^-1 P B`.
-fn lu_solve(cx: &mut Cx<'_>, m: &Square, lu: &Lu, rhs: ValueId) -> Result<ValueId> {
+pub(super) fn lu_solve(cx: &mut Cx<'_>, m: &Square, lu: &Lu, rhs: ValueId) -> Result<ValueId> {
     let permuted = pick_rows(cx, m, rhs, lu.perm)?;
     let lower = triangular(cx, m, lu.lu, permuted, false, true)?;
     triangular(cx, m, lu.lu, lower, true, false)
@@ -399,7 +405,7 @@ pub(super) fn inv_ex(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
 }
 
 /// `check_errors=True` raises at run time on a failed factorization: the graph has no way to.
-fn refuse_check_errors(cx: &Cx<'_>, args: &Args) -> Result<()> {
+pub(super) fn refuse_check_errors(cx: &Cx<'_>, args: &Args) -> Result<()> {
     if args.bool_or("check_errors", false)? {
         return Err(cx.bad(
             "check_errors=True raises when a matrix is singular or not positive-definite, a run-time error the \
@@ -410,7 +416,7 @@ fn refuse_check_errors(cx: &Cx<'_>, args: &Args) -> Result<()> {
 }
 
 /// The identity matrices of `m`'s batch and size.
-fn identity(cx: &mut Cx<'_>, m: &Square) -> Result<ValueId> {
+pub(super) fn identity(cx: &mut Cx<'_>, m: &Square) -> Result<ValueId> {
     let b = m.b();
     let rows = iota(cx, m.shape(&[m.n, m.n]), b)?;
     let cols = iota(cx, m.shape(&[m.n, m.n]), b + 1)?;
@@ -572,7 +578,14 @@ pub(super) fn cholesky_ex(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
 /// Solves `T X = B` with `T` triangular (only its `upper` or lower triangle read; a unit diagonal
 /// when `unitriangular`), column-oriented as LAPACK's `trsm`. `t` is `[batch.., n, n]`, `rhs`
 /// `[batch.., n, k]` of the same batch.
-fn triangular(cx: &mut Cx<'_>, m: &Square, t: ValueId, rhs: ValueId, upper: bool, unit: bool) -> Result<ValueId> {
+pub(super) fn triangular(
+    cx: &mut Cx<'_>,
+    m: &Square,
+    t: ValueId,
+    rhs: ValueId,
+    upper: bool,
+    unit: bool,
+) -> Result<ValueId> {
     let (b, n) = (m.b(), m.n);
     let k = cx.static_dim(rhs, b + 1, "the right-hand sides")?;
     let rows = iota(cx, m.shape(&[n, k]), b)?;
@@ -599,7 +612,12 @@ fn triangular(cx: &mut Cx<'_>, m: &Square, t: ValueId, rhs: ValueId, upper: bool
 }
 
 /// `A` and `B` broadcast to one batch: `([batch.., n, n], [batch.., n, k], square)`.
-fn broadcast_system(cx: &mut Cx<'_>, a: ValueId, rhs: ValueId, what: &str) -> Result<(ValueId, ValueId, Square)> {
+pub(super) fn broadcast_system(
+    cx: &mut Cx<'_>,
+    a: ValueId,
+    rhs: ValueId,
+    what: &str,
+) -> Result<(ValueId, ValueId, Square)> {
     let m = square(cx, a, what)?;
     let (a_ty, b_ty) = (cx.ty(a), cx.ty(rhs));
     if b_ty.dtype != m.dtype {

@@ -7,22 +7,45 @@
 //! non-capturing closures.
 
 mod backward;
+mod bins;
+mod cephes;
 mod complex;
+mod copies;
 mod counting;
 mod creation;
 mod data;
 mod elementwise;
+mod gcd;
+mod grid3d;
+mod householder;
+mod igamma;
 mod index;
+mod jacobi;
 mod layout;
+mod ldl;
 mod linalg;
+mod linalg_decomp;
+mod linear_cross_entropy;
+mod loops;
+mod matrix_exp;
 mod nn;
+mod norm_update;
 pub mod notes;
 mod optim;
+mod order_stats;
+mod polar;
+mod polynomials;
 mod pool;
+mod pool_windows;
 mod prims;
+mod products;
 mod quant;
 mod random;
 mod reduce;
+mod resample;
+mod scan;
+mod segment;
+mod special;
 mod strided;
 
 use std::collections::HashMap;
@@ -952,6 +975,246 @@ pub static TABLE: &[OpDef] = &[
         random::rrelu_with_noise,
     ),
     def("aten.exponential.default", "self, lambd, *, generator", random::exponential),
+    // ---- copies of views (values are immutable, so each is its view, laid out contiguously) ----
+    def("aten.view_copy.default", "self, size", layout::view),
+    def("aten.view_copy.dtype", "self, dtype", layout::view_dtype),
+    def("aten.permute_copy.default", "self, dims", layout::permute),
+    def("aten.as_strided_copy.default", "self, size, stride, storage_offset", layout::as_strided),
+    def("aten.narrow_copy.default", "self, dim, start, length", copies::narrow_copy),
+    def("aten.unbind_copy.int", "self, dim", layout::unbind),
+    def("aten.expand_copy.default", "self, size, *, implicit", layout::expand),
+    def("aten.squeeze_copy.default", "self", layout::squeeze),
+    def("aten.squeeze_copy.dim", "self, dim", layout::squeeze),
+    def("aten.squeeze_copy.dims", "self, dim", layout::squeeze),
+    def("aten.unsqueeze_copy.default", "self, dim", layout::unsqueeze),
+    def("aten.transpose_copy.int", "self, dim0, dim1", layout::transpose),
+    def("aten.select_copy.int", "self, dim, index", layout::select),
+    def("aten.slice_copy.Tensor", "self, dim, start, end, step", layout::slice),
+    def("aten.diagonal_copy.default", "self, offset, dim1, dim2", index::diagonal),
+    def("aten.t_copy.default", "self", layout::t),
+    def("aten.alias_copy.default", "self", layout::identity),
+    def("aten.detach_copy.default", "self", layout::identity),
+    def("aten.split_copy.Tensor", "self, split_size, dim", layout::split),
+    def("aten.split_with_sizes_copy.default", "self, split_sizes, dim", layout::split_with_sizes),
+    def("aten.unfold_copy.default", "self, dimension, size, step", layout::unfold),
+    // ---- scatters through views ----
+    def("aten.diagonal_scatter.default", "self, src, offset, dim1, dim2", copies::diagonal_scatter),
+    def("aten.index_reduce.default", "self, dim, index, source, reduce, *, include_self", copies::index_reduce),
+    def("aten.put.default", "self, index, source, accumulate", copies::put),
+    def("aten.scatter.reduce", "self, dim, index, src, *, reduce", copies::scatter_reduce_legacy),
+    def("aten.scatter.value_reduce", "self, dim, index, value, *, reduce", copies::scatter_reduce_legacy),
+    def("aten.embedding_renorm.default", "self, indices, max_norm, norm_type", copies::embedding_renorm),
+    // ---- order statistics, binning and segments ----
+    def("aten.median.default", "self", |cx, a| order_stats::median_all(cx, a, false)),
+    def("aten.median.dim", "self, dim, keepdim", |cx, a| order_stats::median_dim(cx, a, false)),
+    def("aten.nanmedian.default", "self", |cx, a| order_stats::median_all(cx, a, true)),
+    def("aten.nanmedian.dim", "self, dim, keepdim", |cx, a| order_stats::median_dim(cx, a, true)),
+    def("aten.mode.default", "self, dim, keepdim", order_stats::mode),
+    def("aten.searchsorted.Tensor", "sorted_sequence, self, *, out_int32, right, side, sorter", bins::searchsorted),
+    def("aten.searchsorted.Scalar", "sorted_sequence, self, *, out_int32, right, side, sorter", bins::searchsorted),
+    def("aten.bucketize.Tensor", "self, boundaries, *, out_int32, right", bins::bucketize),
+    def("aten.bucketize.Scalar", "self, boundaries, *, out_int32, right", bins::bucketize),
+    def("aten.histogram.bin_ct", "self, bins, *, range, weight, density", bins::histogram),
+    def("aten.histogram.bins_tensor", "self, bins, *, weight, density", bins::histogram),
+    def("aten._histogramdd_bin_edges.default", "self, bins, *, range, weight, density", bins::histogramdd_bin_edges),
+    def(
+        "aten._histogramdd_from_bin_cts.default",
+        "self, bins, *, range, weight, density",
+        bins::histogramdd_from_bin_cts,
+    ),
+    def(
+        "aten._histogramdd_from_bin_tensors.default",
+        "self, bins, *, weight, density",
+        bins::histogramdd_from_bin_tensors,
+    ),
+    def(
+        "aten.segment_reduce.default",
+        "data, reduce, *, lengths, indices, offsets, axis, unsafe, initial",
+        segment::segment_reduce,
+    ),
+    def("aten.dist.default", "self, other, p", products::dist),
+    def("aten.addbmm.default", "self, batch1, batch2, *, beta, alpha", products::addbmm),
+    def("aten.addmv.default", "self, mat, vec, *, beta, alpha", products::addmv),
+    // ---- pooling over per-position windows ----
+    def("aten.adaptive_max_pool3d.default", "self, output_size", pool_windows::adaptive_max_pool3d),
+    def("aten.fractional_max_pool2d.default", "self, kernel_size, output_size, random_samples", |cx, a| {
+        pool_windows::fractional_max_pool(cx, a, 2)
+    }),
+    def("aten.fractional_max_pool3d.default", "self, kernel_size, output_size, random_samples", |cx, a| {
+        pool_windows::fractional_max_pool(cx, a, 3)
+    }),
+    def(
+        "aten.grid_sampler_3d.default",
+        "input, grid, interpolation_mode, padding_mode, align_corners",
+        grid3d::grid_sampler_3d,
+    ),
+    // ---- special functions (CHLO) ----
+    def("aten.lgamma.default", "self", |cx, a| special::chlo_unary(cx, a, UnaryOp::Lgamma)),
+    def("aten.digamma.default", "self", special::digamma),
+    def("aten.polygamma.default", "n, self", special::polygamma),
+    def("aten.erfinv.default", "self", |cx, a| special::chlo_unary(cx, a, UnaryOp::ErfInv)),
+    def("aten.erfc.default", "self", |cx, a| special::chlo_unary(cx, a, UnaryOp::Erfc)),
+    def("aten.special_i1e.default", "self", |cx, a| special::chlo_unary(cx, a, UnaryOp::BesselI1e)),
+    def("aten.special_i1.default", "self", special::i1),
+    def("aten.special_zeta.default", "self, other", special::zeta),
+    def("aten.special_zeta.other_scalar", "self, other", special::zeta),
+    def("aten.special_zeta.self_scalar", "self, other", special::zeta),
+    def("aten.nextafter.default", "self, other", special::nextafter),
+    def("aten.frexp.Tensor", "self", special::frexp),
+    // ---- special functions (Cephes) ----
+    def("aten.i0.default", "self", |cx, a| cephes::bessel(cx, a, cephes::Bessel::I0)),
+    def("aten.special_i0e.default", "self", |cx, a| cephes::bessel(cx, a, cephes::Bessel::I0e)),
+    def("aten.special_modified_bessel_i0.default", "self", |cx, a| cephes::bessel(cx, a, cephes::Bessel::I0)),
+    def("aten.special_modified_bessel_i1.default", "self", |cx, a| cephes::bessel(cx, a, cephes::Bessel::I1)),
+    def("aten.special_modified_bessel_k0.default", "self", |cx, a| cephes::bessel(cx, a, cephes::Bessel::K0)),
+    def("aten.special_modified_bessel_k1.default", "self", |cx, a| cephes::bessel(cx, a, cephes::Bessel::K1)),
+    def("aten.special_scaled_modified_bessel_k0.default", "x", |cx, a| cephes::bessel(cx, a, cephes::Bessel::K0e)),
+    def("aten.special_scaled_modified_bessel_k1.default", "x", |cx, a| cephes::bessel(cx, a, cephes::Bessel::K1e)),
+    def("aten.special_ndtri.default", "self", cephes::ndtri),
+    def("aten.special_bessel_j0.default", "self", |cx, a| cephes::bessel_jy(cx, a, cephes::Kind::J0)),
+    def("aten.special_bessel_j1.default", "self", |cx, a| cephes::bessel_jy(cx, a, cephes::Kind::J1)),
+    def("aten.special_bessel_y0.default", "self", |cx, a| cephes::bessel_jy(cx, a, cephes::Kind::Y0)),
+    def("aten.special_bessel_y1.default", "self", |cx, a| cephes::bessel_jy(cx, a, cephes::Kind::Y1)),
+    def("aten.special_spherical_bessel_j0.default", "x", cephes::spherical_j0),
+    def("aten.special_airy_ai.default", "x", cephes::airy_ai),
+    def("aten.special_erfcx.default", "self", cephes::erfcx),
+    def("aten.igamma.default", "self, other", |cx, a| igamma::igamma(cx, a, false)),
+    def("aten.igammac.default", "self, other", |cx, a| igamma::igamma(cx, a, true)),
+    def("aten.gcd.default", "self, other", gcd::gcd),
+    def("aten.lcm.default", "self, other", gcd::lcm),
+    // ---- orthogonal polynomials (degrees given as numbers) ----
+    def("aten.special_chebyshev_polynomial_t.n_scalar", "x, n", |cx, a| {
+        polynomials::polynomial(cx, a, polynomials::Family::ChebyshevT)
+    }),
+    def("aten.special_chebyshev_polynomial_u.n_scalar", "x, n", |cx, a| {
+        polynomials::polynomial(cx, a, polynomials::Family::ChebyshevU)
+    }),
+    def("aten.special_chebyshev_polynomial_v.n_scalar", "x, n", |cx, a| {
+        polynomials::polynomial(cx, a, polynomials::Family::ChebyshevV)
+    }),
+    def("aten.special_chebyshev_polynomial_w.n_scalar", "x, n", |cx, a| {
+        polynomials::polynomial(cx, a, polynomials::Family::ChebyshevW)
+    }),
+    def("aten.special_hermite_polynomial_h.n_scalar", "x, n", |cx, a| {
+        polynomials::polynomial(cx, a, polynomials::Family::HermiteH)
+    }),
+    def("aten.special_hermite_polynomial_he.n_scalar", "x, n", |cx, a| {
+        polynomials::polynomial(cx, a, polynomials::Family::HermiteHe)
+    }),
+    def("aten.special_laguerre_polynomial_l.n_scalar", "x, n", |cx, a| {
+        polynomials::polynomial(cx, a, polynomials::Family::LaguerreL)
+    }),
+    def("aten.special_legendre_polynomial_p.n_scalar", "x, n", |cx, a| {
+        polynomials::polynomial(cx, a, polynomials::Family::LegendreP)
+    }),
+    // ---- orthogonal polynomials (degrees given as tensors) ----
+    def("aten.special_chebyshev_polynomial_t.default", "x, n", |cx, a| {
+        polynomials::polynomial(cx, a, polynomials::Family::ChebyshevT)
+    }),
+    def("aten.special_chebyshev_polynomial_t.x_scalar", "x, n", |cx, a| {
+        polynomials::polynomial(cx, a, polynomials::Family::ChebyshevT)
+    }),
+    def("aten.special_chebyshev_polynomial_u.default", "x, n", |cx, a| {
+        polynomials::polynomial(cx, a, polynomials::Family::ChebyshevU)
+    }),
+    def("aten.special_chebyshev_polynomial_u.x_scalar", "x, n", |cx, a| {
+        polynomials::polynomial(cx, a, polynomials::Family::ChebyshevU)
+    }),
+    def("aten.special_chebyshev_polynomial_v.default", "x, n", |cx, a| {
+        polynomials::polynomial(cx, a, polynomials::Family::ChebyshevV)
+    }),
+    def("aten.special_chebyshev_polynomial_v.x_scalar", "x, n", |cx, a| {
+        polynomials::polynomial(cx, a, polynomials::Family::ChebyshevV)
+    }),
+    def("aten.special_chebyshev_polynomial_w.default", "x, n", |cx, a| {
+        polynomials::polynomial(cx, a, polynomials::Family::ChebyshevW)
+    }),
+    def("aten.special_chebyshev_polynomial_w.x_scalar", "x, n", |cx, a| {
+        polynomials::polynomial(cx, a, polynomials::Family::ChebyshevW)
+    }),
+    def("aten.special_hermite_polynomial_h.default", "x, n", |cx, a| {
+        polynomials::polynomial(cx, a, polynomials::Family::HermiteH)
+    }),
+    def("aten.special_hermite_polynomial_h.x_scalar", "x, n", |cx, a| {
+        polynomials::polynomial(cx, a, polynomials::Family::HermiteH)
+    }),
+    def("aten.special_hermite_polynomial_he.default", "x, n", |cx, a| {
+        polynomials::polynomial(cx, a, polynomials::Family::HermiteHe)
+    }),
+    def("aten.special_hermite_polynomial_he.x_scalar", "x, n", |cx, a| {
+        polynomials::polynomial(cx, a, polynomials::Family::HermiteHe)
+    }),
+    def("aten.special_laguerre_polynomial_l.default", "x, n", |cx, a| {
+        polynomials::polynomial(cx, a, polynomials::Family::LaguerreL)
+    }),
+    def("aten.special_laguerre_polynomial_l.x_scalar", "x, n", |cx, a| {
+        polynomials::polynomial(cx, a, polynomials::Family::LaguerreL)
+    }),
+    def("aten.special_legendre_polynomial_p.default", "x, n", |cx, a| {
+        polynomials::polynomial(cx, a, polynomials::Family::LegendreP)
+    }),
+    def("aten.special_legendre_polynomial_p.x_scalar", "x, n", |cx, a| {
+        polynomials::polynomial(cx, a, polynomials::Family::LegendreP)
+    }),
+    // ---- factorizations and solves (unrolled, static sizes) ----
+    def("aten._linalg_check_errors.default", "info, api_name, *, is_matrix", linalg_decomp::check_errors),
+    def("aten.linalg_lu_factor_ex.default", "A, *, pivot, check_errors", linalg_decomp::lu_factor_ex),
+    def("aten.linalg_lu.default", "A, *, pivot", linalg_decomp::linalg_lu),
+    def("aten.lu_unpack.default", "LU_data, LU_pivots, unpack_data, unpack_pivots", linalg_decomp::lu_unpack),
+    def("aten.linalg_lu_solve.default", "LU, pivots, B, *, left, adjoint", linalg_decomp::lu_solve),
+    def("aten.cholesky_solve.default", "self, input2, upper", linalg_decomp::cholesky_solve),
+    def("aten.cholesky_inverse.default", "self, upper", linalg_decomp::cholesky_inverse),
+    def("aten.linalg_ldl_factor_ex.default", "self, *, hermitian, check_errors", ldl::factor_ex),
+    def("aten.linalg_ldl_solve.default", "LD, pivots, B, *, hermitian", ldl::solve),
+    def("aten.geqrf.default", "self", householder::geqrf),
+    def("aten.linalg_qr.default", "A, mode", householder::linalg_qr),
+    def("aten.linalg_householder_product.default", "input, tau", householder::householder_product),
+    def("aten.ormqr.default", "self, input2, input3, left, transpose", householder::ormqr),
+    def("aten._linalg_eigh.default", "A, UPLO, compute_v", jacobi::eigh),
+    def("aten._linalg_svd.default", "A, full_matrices, compute_uv, *, driver", jacobi::svd),
+    def("aten.linalg_pinv.atol_rtol_tensor", "self, *, atol, rtol, hermitian", jacobi::pinv),
+    def("aten.linalg_matrix_exp.default", "self", matrix_exp::matrix_exp),
+    // ---- PyTorch's chunked linear cross entropy (custom ops of `torch.nn.functional`) ----
+    def(
+        "torch_nn._linear_cross_entropy_batch_chunked.default",
+        "input, linear_weight, target, linear_bias, weight, reduction, ignore_index, label_smoothing, \
+         batch_chunk_size, acc_policy, acc_dtype, allow_retain_graph, compute_input_grad, \
+         compute_linear_weight_grad, compute_linear_bias_grad",
+        linear_cross_entropy::batch_chunked,
+    ),
+    def(
+        "torch_nn._linear_cross_entropy_batch_chunked_no_reduction.default",
+        "input, linear_weight, target, linear_bias, weight, ignore_index, batch_chunk_size, acc_policy, acc_dtype",
+        linear_cross_entropy::batch_chunked_no_reduction,
+    ),
+    // ---- complex conjugation and polar coordinates ----
+    def("aten._conj.default", "self", polar::conj),
+    def("aten._conj_physical.default", "self", polar::conj),
+    def("aten.conj_physical.default", "self", polar::conj),
+    def("aten.polar.default", "abs, angle", polar::polar),
+    // ---- checks, training forms and random overloads the sweep met ----
+    def("aten._is_all_true.default", "self", |cx, a| reduce::any_all(cx, a, ReduceKind::And)),
+    def("aten._is_any_true.default", "self", |cx, a| reduce::any_all(cx, a, ReduceKind::Or)),
+    def(
+        "aten._batch_norm_with_update_functional.default",
+        "input, weight, bias, running_mean, running_var, momentum, eps",
+        norm_update::batch_norm_with_update,
+    ),
+    def("aten.randn.generator", concat!("size, *, generator, ", factory!()), random::randn),
+    def("aten.rand.generator", concat!("size, *, generator, ", factory!()), random::rand),
+    // ---- antialiased resampling ----
+    def("aten._upsample_bilinear2d_aa.default", "self, output_size, align_corners, scales_h, scales_w", |cx, a| {
+        resample::upsample_aa(cx, a, resample::Filter::Linear)
+    }),
+    def("aten._upsample_bilinear2d_aa.vec", "input, output_size, align_corners, scale_factors", |cx, a| {
+        resample::upsample_aa(cx, a, resample::Filter::Linear)
+    }),
+    def("aten._upsample_bicubic2d_aa.default", "self, output_size, align_corners, scales_h, scales_w", |cx, a| {
+        resample::upsample_aa(cx, a, resample::Filter::Cubic)
+    }),
+    def("aten._upsample_bicubic2d_aa.vec", "input, output_size, align_corners, scale_factors", |cx, a| {
+        resample::upsample_aa(cx, a, resample::Filter::Cubic)
+    }),
 ];
 
 /// The generator key of the `draw`-th random draw from `seed` (see `random.rs`).
@@ -976,7 +1239,7 @@ mod tests {
             assert!(seen.insert(def.name), "{} is listed twice", def.name);
             assert_eq!(def.name.split('.').count(), 3, "{} is not `namespace.op.overload`", def.name);
             assert!(
-                ["aten.", "prims.", "quantized_decomposed.", "transformers."]
+                ["aten.", "prims.", "quantized_decomposed.", "transformers.", "torch_nn."]
                     .iter()
                     .any(|namespace| def.name.starts_with(namespace)),
                 "{}",

@@ -263,7 +263,7 @@ pub(super) fn bmm(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
 
 /// `beta * bias + alpha * product`, rounded once to `dtype` (`beta == 0` ignores `bias`, NaNs
 /// included, as PyTorch does).
-fn add_bias(cx: &mut Cx<'_>, args: &Args, bias: ValueId, product: ValueId, dtype: DType) -> Result<ValueId> {
+pub(super) fn add_bias(cx: &mut Cx<'_>, args: &Args, bias: ValueId, product: ValueId, dtype: DType) -> Result<ValueId> {
     let beta = args.scalar_or("beta", Scalar::Int(1))?;
     let alpha = args.scalar_or("alpha", Scalar::Int(1))?;
     if cx.dtype(bias) != dtype {
@@ -408,9 +408,10 @@ pub(super) fn batch_norm_inference(cx: &mut Cx<'_>, args: &Args) -> Result<Impor
         }
     }
     let out = cx.convert(out, dtype)?;
-    // On CPU the saved mean and invstd are empty tensors of the input's dtype.
-    let saved_mean = cx.literal(Literal::splat(dtype, &[0], Scalar::Int(0)));
-    let saved_invstd = cx.literal(Literal::splat(dtype, &[0], Scalar::Int(0)));
+    // On CPU the saved mean and invstd are empty tensors of the statistics' dtype.
+    let stats = batch_norm_stats_dtype(cx, args)?;
+    let saved_mean = cx.literal(Literal::splat(stats, &[0], Scalar::Int(0)));
+    let saved_invstd = cx.literal(Literal::splat(stats, &[0], Scalar::Int(0)));
     Ok(Imported::Tuple(vec![Imported::Tensor(out), Imported::Tensor(saved_mean), Imported::Tensor(saved_invstd)]))
 }
 
@@ -647,6 +648,8 @@ pub(super) fn batch_norm_legit(cx: &mut Cx<'_>, args: &Args) -> Result<Imported>
         return batch_norm_inference(cx, args);
     }
     let (out, mean, invstd, _) = batch_norm_training(cx, args)?;
+    let stats = batch_norm_stats_dtype(cx, args)?;
+    let (mean, invstd) = (cx.convert(mean, stats)?, cx.convert(invstd, stats)?);
     Ok(Imported::Tuple(vec![Imported::Tensor(out), Imported::Tensor(mean), Imported::Tensor(invstd)]))
 }
 
@@ -662,8 +665,8 @@ pub(super) fn batch_norm_functional(cx: &mut Cx<'_>, args: &Args) -> Result<Impo
         let Imported::Tensor(out) = batch_norm_inference(cx, args)? else {
             return Err(cx.bad("batch norm in eval mode gave no tensor"));
         };
-        let compute = opmath(cx.dtype(args.tensor("input")?));
-        let empty = cx.b.constant(Literal::splat(compute, &[0], Scalar::Float(0.0)));
+        let stats = batch_norm_stats_dtype(cx, args)?;
+        let empty = cx.b.constant(Literal::splat(stats, &[0], Scalar::Float(0.0)));
         return Ok(Imported::Tuple(vec![
             Imported::Tensor(out),
             Imported::Tensor(empty),
@@ -672,6 +675,14 @@ pub(super) fn batch_norm_functional(cx: &mut Cx<'_>, args: &Args) -> Result<Impo
             Imported::Tensor(running_var),
         ]));
     }
+    batch_norm_update(cx, args)
+}
+
+/// Training-mode BatchNorm that moves the running statistics: (out, save_mean, save_invstd,
+/// new_running_mean, new_running_var), for `_native_batch_norm_legit_functional` in training and
+/// `_batch_norm_with_update_functional`.
+pub(super) fn batch_norm_update(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let (running_mean, running_var) = (args.tensor("running_mean")?, args.tensor("running_var")?);
     let momentum = args.scalar("momentum")?.as_f64();
     let (out, mean, invstd, var) = batch_norm_training(cx, args)?;
     let x = args.tensor("input")?;
@@ -695,6 +706,8 @@ pub(super) fn batch_norm_functional(cx: &mut Cx<'_>, args: &Args) -> Result<Impo
     let unbiased = cx.binary_scalar(BinaryOp::Multiply, var, Scalar::Float(n as f64))?;
     let unbiased = cx.binary_scalar(BinaryOp::Divide, unbiased, Scalar::Float((n - 1) as f64))?;
     let new_var = update(cx, running_var, unbiased)?;
+    let stats = batch_norm_stats_dtype(cx, args)?;
+    let (mean, invstd) = (cx.convert(mean, stats)?, cx.convert(invstd, stats)?);
     Ok(Imported::Tuple(vec![
         Imported::Tensor(out),
         Imported::Tensor(mean),
@@ -702,6 +715,22 @@ pub(super) fn batch_norm_functional(cx: &mut Cx<'_>, args: &Args) -> Result<Impo
         Imported::Tensor(new_mean),
         Imported::Tensor(new_var),
     ]))
+}
+
+/// The dtype of batch norm's saved mean and invstd on the CPU: opmath when a reduced-precision input
+/// meets parameters or running statistics of another dtype (PyTorch's "mixed type" kernels), else
+/// the input's own (a half input with half parameters saves half statistics).
+fn batch_norm_stats_dtype(cx: &Cx<'_>, args: &Args) -> Result<DType> {
+    let dtype = cx.dtype(args.tensor("input")?);
+    let mut mixed = false;
+    for name in ["weight", "bias", "running_mean", "running_var"] {
+        if args.has_param(name)
+            && let Some(param) = args.opt_tensor(name)?
+        {
+            mixed |= cx.dtype(param) != dtype;
+        }
+    }
+    Ok(if mixed { opmath(dtype) } else { dtype })
 }
 
 /// Training-mode BatchNorm from the batch's own statistics: (out, mean, invstd, biased var), the
@@ -743,7 +772,7 @@ fn batch_norm_training(cx: &mut Cx<'_>, args: &Args) -> Result<(ValueId, ValueId
 }
 
 /// `|a - b|` reduced to the p-norm over the last dim of `diff` (`p` 0: nonzero count, inf: max).
-fn p_norm_last(cx: &mut Cx<'_>, diff: ValueId, p: f64) -> Result<ValueId> {
+pub(super) fn p_norm_last(cx: &mut Cx<'_>, diff: ValueId, p: f64) -> Result<ValueId> {
     let last = cx.rank(diff) - 1;
     let magnitude = cx.unary(UnaryOp::Abs, diff)?;
     if p == 0.0 {
@@ -772,14 +801,23 @@ fn p_norm_last(cx: &mut Cx<'_>, diff: ValueId, p: f64) -> Result<ValueId> {
 /// `[.., P, M]` and `x2` `[.., R, M]`, computed directly (PyTorch may use a matmul expansion for
 /// p = 2 on more than 25 rows, which rounds differently).
 pub(super) fn cdist(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
-    let (x1, x2) = (args.tensor("x1")?, args.tensor("x2")?);
+    let (mut x1, mut x2) = (args.tensor("x1")?, args.tensor("x2")?);
     let p = args.scalar("p")?.as_f64();
     let dtype = cx.dtype(x1);
-    if !dtype.is_float() || cx.dtype(x2) != dtype || cx.rank(x1) < 2 || cx.rank(x2) != cx.rank(x1) || p < 0.0 {
+    if !dtype.is_float() || cx.dtype(x2) != dtype || cx.rank(x1) < 2 || cx.rank(x2) < 2 || p < 0.0 {
         return Err(cx.bad(format!("cannot take distances between {} and {}", cx.ty(x1), cx.ty(x2))));
     }
+    // Batch dims broadcast: the side with fewer gets leading dims of size one.
+    let rank = cx.rank(x1).max(cx.rank(x2));
+    for side in [&mut x1, &mut x2] {
+        let dims = cx.static_dims(*side, "cdist")?;
+        let padded: Vec<i64> = std::iter::repeat_n(1, rank - dims.len()).chain(dims.iter().copied()).collect();
+        *side = cx.reshape(*side, Shape::from_static(&padded))?;
+    }
     let (s1, s2) = (cx.static_dims(x1, "cdist")?, cx.static_dims(x2, "cdist")?);
-    let rank = s1.len();
+    if s1[rank - 1] != s2[rank - 1] {
+        return Err(cx.bad(format!("cannot take distances between {} and {}", cx.ty(x1), cx.ty(x2))));
+    }
     let batch = cx.broadcast_shape(&[Shape::from_static(&s1[..rank - 2]), Shape::from_static(&s2[..rank - 2])])?;
     let batch = batch.as_static().expect("static shapes broadcast to a static shape");
     let (rows, cols, width) = (s1[rank - 2], s2[rank - 2], s1[rank - 1]);

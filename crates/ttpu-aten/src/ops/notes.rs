@@ -40,9 +40,7 @@ const FFT: &str = "at most three transformed dims in one call (StableHLO's `fft`
 pub static NOTES: &[(&str, Note)] = &[
     (
         "aten.histc.default",
-        Note::Partial(
-            "float32 and float64 only; with `min == max` and a NaN in the data PyTorch raises, here every bin is 0",
-        ),
+        Note::Partial("with `min == max` and a NaN in the data PyTorch raises, here every bin is 0"),
     ),
     ("aten.as_strided.default", Note::Partial(LAYOUT)),
     ("aten.sym_storage_offset.default", Note::Partial(LAYOUT)),
@@ -136,7 +134,104 @@ pub static NOTES: &[(&str, Note)] = &[
     ),
     ("quantized_decomposed.choose_qparams.tensor", Note::Partial(CHOOSE_QPARAMS)),
     ("quantized_decomposed.choose_qparams_symmetric.tensor", Note::Partial(CHOOSE_QPARAMS)),
+    // ---- overloads the operator sweep added ----
+    ("aten.randn.generator", Note::Partial(RANDOM)),
+    ("aten.rand.generator", Note::Partial(RANDOM)),
+    ("aten.as_strided_copy.default", Note::Partial(LAYOUT)),
+    (
+        "aten.as_strided_scatter.default",
+        Note::Partial(
+            "a contiguous self of static size; a view that holds one element twice is refused (which write wins is not defined)",
+        ),
+    ),
+    (
+        "aten.nanmedian.dim",
+        Note::Partial(
+            "the index of a row of NaN only is 0; PyTorch's `std::nth_element` leaves another NaN's index there in rows longer than three (the values agree)",
+        ),
+    ),
+    (
+        "aten.mode.default",
+        Note::Partial(
+            "the index along a dim longer than 16 is refused when the program reads it: PyTorch's kernel sorts such rows with `std::sort`, which reorders equal values by no rule (the value is computed either way)",
+        ),
+    ),
+    (
+        "aten.segment_reduce.default",
+        Note::Partial("floating-point data, with `lengths` or `offsets` (PyTorch's kernel takes no `indices` either)"),
+    ),
+    (
+        "aten._linalg_check_errors.default",
+        Note::Partial(
+            "checks nothing: PyTorch raises on a nonzero `info`, which a compiled program cannot (the factorization \
+             returns `info` for the model to read)",
+        ),
+    ),
+    ("aten.linalg_lu_factor_ex.default", Note::Partial(LU_SQUARE)),
+    ("aten.linalg_lu.default", Note::Partial(LU_SQUARE)),
+    ("aten.lu_unpack.default", Note::Partial(LU_SQUARE)),
+    ("aten.linalg_lu_solve.default", Note::Partial(LU_SQUARE)),
+    ("aten.cholesky_solve.default", Note::Partial(LU_SQUARE)),
+    ("aten.cholesky_inverse.default", Note::Partial(LU_SQUARE)),
+    ("aten.geqrf.default", Note::Partial(QR)),
+    ("aten.linalg_qr.default", Note::Partial(QR)),
+    ("aten.linalg_householder_product.default", Note::Partial(QR)),
+    ("aten.ormqr.default", Note::Partial(QR)),
+    (
+        "aten._linalg_eigh.default",
+        Note::Partial(
+            "eigenvalues (ascending, as LAPACK's) of matrices up to 64x64 by Jacobi rotations, float32 and float64; \
+             reading the eigenvectors is refused: each is unique only up to its sign (a repeated eigenvalue's \
+             basis up to a rotation), which LAPACK's `syevd` fixes by the course of its own algorithm",
+        ),
+    ),
+    (
+        "aten._linalg_svd.default",
+        Note::Partial(
+            "singular values (descending) of matrices with up to 64 columns (and rows) by one-sided Jacobi \
+             rotations, float32 and float64, which also give `svdvals`, `matrix_rank`, `cond` and the 2- and \
+             nuclear norms; reading `U` or `Vh` is refused: LAPACK's `gesdd` chooses each singular vector's sign \
+             (and a repeated value's basis) by the course of its own algorithm",
+        ),
+    ),
+    (
+        "aten.linalg_pinv.atol_rtol_tensor",
+        Note::Partial(
+            "matrices with up to 64 columns (and rows), float32 and float64 (`hermitian=True` reads the lower \
+             triangle, as PyTorch's eigendecomposition path does)",
+        ),
+    ),
+    (
+        "aten.linalg_matrix_exp.default",
+        Note::Partial(
+            "matrices of a static size up to 64x64, float32 and float64; scaling and squaring with a Taylor series \
+             of degree 18, so equal to PyTorch's to rounding (its kernel picks lower degrees for small norms)",
+        ),
+    ),
+    (
+        "aten.linalg_eig.default",
+        Note::Unsupported(
+            "the eigenvalues of a general matrix come in the order LAPACK's `geev` deflates them in its Hessenberg \
+             QR iterations, and each eigenvector is unique only up to a complex scale LAPACK normalizes its own \
+             way: neither follows a rule another algorithm can reproduce",
+        ),
+    ),
+    ("aten._upsample_bilinear2d_aa.default", Note::Partial(ANTIALIAS)),
+    ("aten._upsample_bilinear2d_aa.vec", Note::Partial(ANTIALIAS)),
+    ("aten._upsample_bicubic2d_aa.default", Note::Partial(ANTIALIAS)),
+    ("aten._upsample_bicubic2d_aa.vec", Note::Partial(ANTIALIAS)),
 ];
+
+/// The unrolled factorizations and solves of square matrices.
+const LU_SQUARE: &str = "square matrices of a static size up to 64x64 (unrolled per column), float32 and float64; \
+                         `pivot=False` is refused as on PyTorch's CPU, `check_errors=True` (a run-time raise) too";
+
+/// The unrolled Householder reflections.
+const QR: &str = "matrices of a static size up to 64x64 (unrolled per column), float32 and float64; `ormqr`'s \
+                  other operand shares the reflectors' batch";
+
+/// What the antialiased upsamplings take.
+const ANTIALIAS: &str = "float32, float64 and uint8 images (PyTorch's CPU kernels take no other dtype)";
 
 /// The note of the dynamic quantization flow's parameter choice.
 const CHOOSE_QPARAMS: &str = "float32 inputs only (PyTorch also takes float16 and bfloat16, computing in \

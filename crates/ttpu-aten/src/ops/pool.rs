@@ -407,7 +407,7 @@ pub(super) fn adaptive_avg_pool(cx: &mut Cx<'_>, args: &Args, n: usize) -> Resul
 
 /// The spatial output size of an upsampling op and its `scale_factors`, if given: `output_size`
 /// wins, else each input size times its scale, rounded down as PyTorch does.
-fn upsample_output(cx: &Cx<'_>, args: &Args, sizes: &[i64]) -> Result<(Vec<i64>, Option<Vec<f64>>)> {
+pub(super) fn upsample_output(cx: &Cx<'_>, args: &Args, sizes: &[i64]) -> Result<(Vec<i64>, Option<Vec<f64>>)> {
     if !args.has_param("scale_factors") {
         // The `.default` overloads: an output size, and an optional scale per spatial dim
         // (`scales`, or `scales_d`/`scales_h`/`scales_w`) that only changes the source index.
@@ -444,7 +444,7 @@ fn upsample_output(cx: &Cx<'_>, args: &Args, sizes: &[i64]) -> Result<(Vec<i64>,
 }
 
 /// The tensor an upsampling reads: `input` in the `.vec` overloads, `self` in `.default`.
-fn upsampled(args: &Args) -> Result<ValueId> {
+pub(super) fn upsampled(args: &Args) -> Result<ValueId> {
     if args.has_param("input") { args.tensor("input") } else { args.tensor("self") }
 }
 
@@ -508,8 +508,11 @@ pub(super) fn upsample_bilinear(cx: &mut Cx<'_>, args: &Args) -> Result<Imported
     let x = upsampled(args)?;
     let dtype = cx.dtype(x);
     let sizes = cx.static_dims(x, "upsampling")?;
+    if sizes.len() == 4 && dtype == DType::U8 {
+        return super::resample::upsample_bilinear_u8(cx, args, x, &sizes);
+    }
     if sizes.len() != 4 || !dtype.is_float() {
-        return Err(cx.bad(format!("expects a float tensor of rank 4, found {}", cx.ty(x))));
+        return Err(cx.bad(format!("expects a float or uint8 tensor of rank 4, found {}", cx.ty(x))));
     }
     let align_corners = args.bool_or("align_corners", false)?;
     let (output, scales) = upsample_output(cx, args, &sizes)?;

@@ -225,9 +225,13 @@ fn running(cx: &mut Cx<'_>, args: &Args, kind: ReduceKind) -> Result<Imported> {
     if rank == 0 {
         return tensor(cx.convert(x, dtype)?);
     }
-    let size = cx.static_dim(x, dim, "a running sum or product")?;
     let x = cx.convert(x, dtype)?;
     let compute = cx.convert(x, opmath(dtype))?;
+    let Some(size) = cx.shape(x)[dim].as_static() else {
+        // A symbolic dim has no static window: every prefix reduces its own masked copy.
+        let scanned = super::scan::masked_scan(cx, compute, dim, kind)?;
+        return tensor(cx.convert(scanned, dtype)?);
+    };
     let built = cx.b.reduce_window(compute, kind, scan_window(rank, dim, size));
     let scanned = cx.ok(built)?;
     tensor(cx.convert(scanned, dtype)?)
@@ -247,14 +251,14 @@ pub(super) fn logcumsumexp(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     if rank == 0 {
         return tensor(x);
     }
-    let size = cx.static_dim(x, dim, "logcumsumexp")?;
+    let size = cx.shape(x)[dim].clone();
     let compute = cx.convert(x, opmath(dtype))?;
     // [.., n] with `dim` last, then [.., n (prefix end i), n (element j)].
     let mut order: Vec<i64> = (0..rank as i64).filter(|&d| d != dim as i64).collect();
     order.push(dim as i64);
     let last = cx.transpose(compute, &order)?;
     let mut wide: Vec<Dim> = cx.shape(last).dims().to_vec();
-    wide.insert(rank - 1, Dim::Static(size));
+    wide.insert(rank - 1, size);
     let wide: Shape = wide.into_iter().collect();
     let mut keep: Vec<i64> = (0..rank as i64 - 1).collect();
     keep.push(rank as i64);

@@ -19,6 +19,13 @@ use crate::storage;
 pub(super) fn as_strided_scatter(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let x = args.tensor("self")?;
     let src = args.tensor("src")?;
+    // The view's strides address `self`'s storage: an input laid out otherwise than row-major
+    // would put the elements elsewhere than this graph's values.
+    if let Some((_, layout)) = cx.input_layouts.iter().find(|(param, _)| *param == "self")
+        && !crate::storage::is_contiguous(layout)
+    {
+        return Err(cx.bad("as_strided_scatter of a non-contiguous self is not supported"));
+    }
     let size = args.ints("size")?;
     let stride = args.ints("stride")?;
     let offset = args.opt_int("storage_offset")?.unwrap_or(0);

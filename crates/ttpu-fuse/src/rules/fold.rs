@@ -208,7 +208,7 @@ fn fold_unary(egraph: &FuseGraph, node: &FNode, out: &mut Vec<Rhs>) {
     let Some((Op::Unary(op), [operand])) = split(node) else { return };
     let operand = data(egraph, *operand);
     let dtype = operand.dtype();
-    if dtype == DType::U64 {
+    if matches!(dtype, DType::U16 | DType::U32 | DType::U64) {
         return;
     }
     let folded = map_elements(&[operand], |values| eval_unary(*op, dtype, values[0]));
@@ -219,7 +219,7 @@ fn fold_binary(egraph: &FuseGraph, node: &FNode, out: &mut Vec<Rhs>) {
     let Some((Op::Binary(op), [lhs, rhs])) = split(node) else { return };
     let (lhs, rhs) = (data(egraph, *lhs), data(egraph, *rhs));
     let dtype = lhs.dtype();
-    if dtype == DType::U64 {
+    if matches!(dtype, DType::U16 | DType::U32 | DType::U64) {
         return;
     }
     let folded = map_elements(&[lhs, rhs], |values| eval_binary(*op, dtype, values[0], values[1]));
@@ -229,7 +229,7 @@ fn fold_binary(egraph: &FuseGraph, node: &FNode, out: &mut Vec<Rhs>) {
 fn fold_compare(egraph: &FuseGraph, node: &FNode, out: &mut Vec<Rhs>) {
     let Some((Op::Compare(direction), [lhs, rhs])) = split(node) else { return };
     let (lhs, rhs) = (data(egraph, *lhs), data(egraph, *rhs));
-    if lhs.dtype() == DType::U64 {
+    if matches!(lhs.dtype(), DType::U16 | DType::U32 | DType::U64) {
         return;
     }
     let folded = map_elements(&[lhs, rhs], |values| eval_compare(*direction, values[0], values[1]));
@@ -239,7 +239,7 @@ fn fold_compare(egraph: &FuseGraph, node: &FNode, out: &mut Vec<Rhs>) {
 fn fold_convert(egraph: &FuseGraph, node: &FNode, out: &mut Vec<Rhs>) {
     let Some((Op::Convert(to), [operand])) = split(node) else { return };
     let operand = data(egraph, *operand);
-    if operand.dtype() == DType::U64 || *to == DType::U64 {
+    if [operand.dtype(), *to].iter().any(|dtype| matches!(dtype, DType::U16 | DType::U32 | DType::U64)) {
         return;
     }
     let folded = map_elements(&[operand], |values| eval_convert(*to, values[0]));

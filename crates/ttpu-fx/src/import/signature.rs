@@ -49,6 +49,8 @@ pub(crate) fn inputs(program: &Program, types: &[Option<TensorType>]) -> Result<
             InputKind::Buffer { persistent } => InputRole::Buffer { persistent: *persistent },
             InputKind::ConstantTensor => InputRole::ConstantTensor,
             InputKind::UserInput => InputRole::UserInput,
+            // An effect token orders side effects in PyTorch; it holds no data and is no input.
+            InputKind::Other(kind) if kind == "TOKEN" => continue,
             InputKind::Other(kind) => {
                 return Err(error(
                     program,
@@ -97,6 +99,10 @@ pub(crate) fn outputs<'e>(
     let mut outputs = Vec::with_capacity(specs.len());
     let mut user_outputs = 0;
     for (index, (returned, spec)) in program.outputs.iter().zip(specs).enumerate() {
+        // The effect token threaded out of the graph: no data, no output.
+        if matches!(&spec.kind, OutputKind::Other(kind) if kind == "TOKEN") {
+            continue;
+        }
         let constant = |builder: &mut GraphBuilder, scalar: Scalar| {
             let dtype = match scalar {
                 Scalar::Int(_) => DType::I64,

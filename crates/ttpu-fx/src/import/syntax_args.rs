@@ -22,6 +22,7 @@ pub(super) fn resolve_arg(arg: &Arg, resolve: &mut dyn FnMut(&str, Span) -> Resu
         Arg::DType(dtype) => Val::DType(*dtype),
         Arg::Device(device) => Val::Opaque(format!("device {device}")),
         Arg::Enum(name) => Val::Opaque(name.clone()),
+        Arg::Op(target) => Val::Opaque(format!("the op {target}")),
     })
 }
 

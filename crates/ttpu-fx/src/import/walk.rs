@@ -48,6 +48,7 @@ pub(crate) fn import(program: &Program, options: &ImportOptions) -> Result<Modul
         layouts: HashMap::new(),
         scope: &program.submodules,
         kernels: &options.kernels,
+        learned: HashMap::new(),
     };
     walk.symbols()?;
     let input_types = walk.placeholders()?;
@@ -144,6 +145,10 @@ struct Walk<'a> {
     scope: &'a [Submodule],
     /// User kernels, for calls of ops outside the table.
     kernels: &'a ttpu_aten::Kernels,
+    /// Sizes the data decides that the export names with a symbol of their own (the length of a
+    /// slice whose bounds are `.item()` values) and that the import has computed: each such symbol
+    /// must stand for one size wherever it appears.
+    learned: HashMap<String, i64>,
 }
 
 impl<'a> Walk<'a> {
@@ -270,6 +275,15 @@ impl<'a> Walk<'a> {
     fn placeholders(&mut self) -> Result<Vec<Option<TensorType>>> {
         let mut types = Vec::with_capacity(self.program.placeholders.len());
         for placeholder in &self.program.placeholders {
+            if self.is_token(&placeholder.name) {
+                // An effect token: no data, so no graph input; it reads as the empty tensor
+                // PyTorch prints for it (`f32[0]`), which nothing computes with.
+                let token =
+                    self.cx.b.constant(ttpu_ir::Literal::splat(ttpu_ir::DType::F32, &[0], ttpu_ir::Scalar::Int(0)));
+                self.env.insert(placeholder.name.clone(), Imported::Tensor(token));
+                types.push(None);
+                continue;
+            }
             if matches!(&placeholder.ty, FxType::Other(text) if text.is_empty())
                 && self.is_user_input(&placeholder.name)
             {
@@ -294,6 +308,14 @@ impl<'a> Walk<'a> {
             types.push(Some(ty));
         }
         Ok(types)
+    }
+
+    /// Whether the graph signature lists `name` as an effect `TOKEN`.
+    fn is_token(&self, name: &str) -> bool {
+        self.program.signature.inputs.iter().any(|spec| {
+            self.program.names_placeholder(&spec.name, name)
+                && matches!(&spec.kind, InputKind::Other(kind) if kind == "TOKEN")
+        })
     }
 
     /// Whether the graph signature lists `name` as a `USER_INPUT`.
@@ -396,6 +418,21 @@ impl<'a> Walk<'a> {
                     .ok_or_else(|| Error::UndefinedName { at: self.location(node.span), name: base.clone() })?;
                 layout = element_layout(self.layout(base), *index);
                 element(&self.cx.site, base, tuple, *index)?
+            }
+            Expr::SymBinary { op, lhs, rhs } if matches!(op.as_str(), "&" | "|" | "^") => {
+                // Conjunctions of runtime assertions: three-valued, a side with no value yet
+                // decides only when the other settles it.
+                let (lhs, rhs) = (self.sym_bool_operand(lhs)?, self.sym_bool_operand(rhs)?);
+                Imported::SymBool(match (op.as_str(), lhs, rhs) {
+                    ("&", Some(false), _) | ("&", _, Some(false)) => Some(false),
+                    ("|", Some(true), _) | ("|", _, Some(true)) => Some(true),
+                    (_, Some(a), Some(b)) => Some(match op.as_str() {
+                        "&" => a && b,
+                        "|" => a || b,
+                        _ => a != b,
+                    }),
+                    _ => None,
+                })
             }
             Expr::SymBinary { op, lhs, rhs } => {
                 let lhs = self.sym_operand(lhs)?;
@@ -501,6 +538,16 @@ impl<'a> Walk<'a> {
             let make = if target == "torch.sym_min" { SymExpr::Min } else { SymExpr::Max };
             return Ok(Imported::SymInt(sym::fold(&make(Box::new(lhs), Box::new(rhs)), self.cx.symbol_values)));
         }
+        if target == "torch.sym_not" {
+            // `not` of a symbolic bool in a runtime assertion.
+            let ([operand], []) = (args, kwargs) else {
+                return Err(self.cx.bad("expects one symbolic bool"));
+            };
+            return Ok(Imported::SymBool(self.sym_bool_operand(operand)?.map(|value| !value)));
+        }
+        if target == "higher_order.with_effects" {
+            return self.with_effects(args, kwargs, span);
+        }
         if target == "higher_order.cond" {
             return self.cond(args, kwargs);
         }
@@ -584,6 +631,29 @@ impl<'a> Walk<'a> {
             }
         }
         Ok(bound)
+    }
+
+    /// `with_effects(token, op, *args, **kwargs)`: PyTorch's wrapper around an op with a side
+    /// effect (a run-time check such as `_linalg_check_errors`), threading an effect token through
+    /// the graph to keep effects in order. The graph has no effects to order: the op runs as a
+    /// plain call, and the result is the (empty) token followed by the op's results.
+    fn with_effects(&mut self, args: &[Arg], kwargs: &[(String, Arg)], span: Span) -> Result<Imported> {
+        let [Arg::Name(token, token_span), Arg::Op(target), rest @ ..] = args else {
+            return Err(self.cx.bad("expects an effect token, an op and the op's arguments"));
+        };
+        let token = self
+            .env
+            .get(token)
+            .cloned()
+            .ok_or_else(|| Error::UndefinedName { at: self.location(*token_span), name: token.clone() })?;
+        let (value, _) = self.call(target, rest, kwargs, span)?;
+        let mut items = vec![token];
+        match value {
+            Imported::None => {}
+            Imported::Tuple(results) => items.extend(results),
+            other => items.push(other),
+        }
+        Ok(Imported::Tuple(items))
     }
 
     /// `torch.cond(pred, true_graph, false_graph, operands)`. Both branches are pure graphs with
@@ -834,6 +904,20 @@ impl<'a> Walk<'a> {
     }
 
     /// An operand of a `SymBinary`: an int literal or a symbolic-int node.
+    /// A symbolic bool operand (a comparison of symbolic ints, or a Python bool): its value, when
+    /// known.
+    fn sym_bool_operand(&self, arg: &Arg) -> Result<Option<bool>> {
+        match arg {
+            Arg::Bool(value) => Ok(Some(*value)),
+            Arg::Name(name, span) => match self.env.get(name) {
+                Some(Imported::SymBool(value)) => Ok(*value),
+                Some(_) => Err(self.cx.bad(format!("`{name}` is not a symbolic bool"))),
+                None => Err(Error::UndefinedName { at: self.location(*span), name: name.clone() }),
+            },
+            _ => Err(self.cx.bad("operands of symbolic-bool logic must be bools or symbolic bools")),
+        }
+    }
+
     fn sym_operand(&self, arg: &Arg) -> Result<SymExpr> {
         match arg {
             Arg::Int(value) => Ok(SymExpr::Int(*value)),
@@ -847,11 +931,11 @@ impl<'a> Walk<'a> {
     }
 
     /// Compares a node's result with its annotation.
-    fn check(&self, node: &Node, op: &str, value: &Imported, annotated: Annotated) -> Result<()> {
+    fn check(&mut self, node: &Node, op: &str, value: &Imported, annotated: Annotated) -> Result<()> {
         let inferred = match (value, &annotated) {
             (Imported::Tensor(value), Annotated::Tensor(expected)) => {
-                let ty = self.cx.b.ty(*value);
-                if ty == expected {
+                let ty = self.cx.b.ty(*value).clone();
+                if &ty == expected || self.learn(&ty, expected) || self.saved_statistics(node, &ty, expected) {
                     return Ok(());
                 }
                 ty.to_string()
@@ -882,6 +966,50 @@ impl<'a> Walk<'a> {
             annotated,
             inferred,
         })
+    }
+}
+
+impl Walk<'_> {
+    /// Whether `node` selects the saved mean or invstd of a batch norm whose annotation names the
+    /// other float type. PyTorch's shape function of `_native_batch_norm_legit_functional` gives a
+    /// half input's saved statistics the input's dtype even where its CPU kernel saves them in
+    /// `float` (parameters of another dtype: the "mixed type" kernels), and the exported program,
+    /// run by PyTorch, returns the kernel's; the import follows the kernel.
+    fn saved_statistics(&self, node: &Node, inferred: &TensorType, expected: &TensorType) -> bool {
+        let Expr::Index { base, index: 1 | 2 } = &node.expr else { return false };
+        let batch_norm = self.program.nodes.iter().any(|other| {
+            other.name == *base
+                && matches!(&other.expr, Expr::Call { target, .. }
+                    if target.starts_with("aten._native_batch_norm_legit") || target.starts_with("aten.native_batch_norm"))
+        });
+        batch_norm && inferred.shape == expected.shape && inferred.dtype.is_float() && expected.dtype.is_float()
+    }
+
+    /// Whether `inferred` matches `expected` once each dim the export names with a size the data
+    /// decides (a symbol without a value, such as the `u2` of a slice up to an `.item()` value)
+    /// stands for the static size the import computed there; a symbol keeps the first size it
+    /// meets, and a later different one is a mismatch.
+    fn learn(&mut self, inferred: &TensorType, expected: &TensorType) -> bool {
+        use ttpu_ir::Dim;
+        if inferred.dtype != expected.dtype || inferred.rank() != expected.rank() {
+            return false;
+        }
+        let mut found = Vec::new();
+        for (have, want) in inferred.shape.dims().iter().zip(expected.shape.dims()) {
+            match (have, want) {
+                _ if have == want => {}
+                (Dim::Static(size), Dim::Sym(name)) if self.cx.is_data_symbol(name) => {
+                    let earlier = found.iter().find(|(seen, _)| seen == name.as_ref()).map(|(_, size)| size);
+                    match earlier.or_else(|| self.learned.get(name.as_ref())) {
+                        Some(known) if known != size => return false,
+                        _ => found.push((name.to_string(), *size)),
+                    }
+                }
+                _ => return false,
+            }
+        }
+        self.learned.extend(found);
+        true
     }
 }
 

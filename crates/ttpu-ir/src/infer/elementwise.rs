@@ -4,7 +4,7 @@ use super::{InferResult, fail};
 use crate::{BinaryOp, CompareDirection, DType, Op, TensorType, UnaryOp};
 
 pub(super) fn unary(op: &Op, unary: UnaryOp, operand: &TensorType) -> InferResult {
-    if operand.dtype.is_complex() {
+    if operand.dtype.is_complex() && !unary.is_chlo() {
         return complex_unary(op, unary, operand);
     }
     if unary.needs_float() && !operand.dtype.is_float() {
@@ -14,7 +14,7 @@ pub(super) fn unary(op: &Op, unary: UnaryOp, operand: &TensorType) -> InferResul
         return fail(op, format!("needs an integer or bool operand, found {operand}"));
     }
     // StableHLO defines `abs` and `sign` on signed types only, and `negate` not on bool.
-    let unsigned = matches!(operand.dtype, DType::U8 | DType::U64 | DType::Bool);
+    let unsigned = matches!(operand.dtype, DType::U8 | DType::U16 | DType::U32 | DType::U64 | DType::Bool);
     if (matches!(unary, UnaryOp::Abs | UnaryOp::Sign) && unsigned)
         || (unary == UnaryOp::Negate && operand.dtype.is_bool())
     {
@@ -42,7 +42,7 @@ pub(super) fn binary(op: &Op, binary: BinaryOp, lhs: &TensorType, rhs: &TensorTy
         }
         BinaryOp::And | BinaryOp::Or | BinaryOp::Xor => !dtype.is_float(),
         BinaryOp::ShiftLeft | BinaryOp::ShiftRightArithmetic | BinaryOp::ShiftRightLogical => dtype.is_integer(),
-        BinaryOp::Atan2 => dtype.is_float(),
+        BinaryOp::Atan2 | BinaryOp::Polygamma | BinaryOp::Zeta | BinaryOp::NextAfter => dtype.is_float(),
         BinaryOp::Power | BinaryOp::Remainder | BinaryOp::Divide | BinaryOp::Subtract => !dtype.is_bool(),
         BinaryOp::Add | BinaryOp::Multiply | BinaryOp::Maximum | BinaryOp::Minimum => true,
     };

@@ -974,6 +974,8 @@ impl Parser {
             (Scalar::Int(value), DType::I16) => i16::try_from(value).map(f64::from).map_err(|_| value),
             (Scalar::Int(value), DType::I8) => i8::try_from(value).map(f64::from).map_err(|_| value),
             (Scalar::Int(value), DType::U8) => u8::try_from(value).map(f64::from).map_err(|_| value),
+            (Scalar::Int(value), DType::U16) => u16::try_from(value).map(f64::from).map_err(|_| value),
+            (Scalar::Int(value), DType::U32) => u32::try_from(value).map(f64::from).map_err(|_| value),
             // u64 elements are spelled as the i64 of the same bits (integer tokens are i64), so
             // values of 2^63 and above print negative and every i64 fits.
             (Scalar::Int(value), DType::U64) => Ok(value as f64),

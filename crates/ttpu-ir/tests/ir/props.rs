@@ -169,6 +169,8 @@ proptest! {
             (DType::I16, Scalar::Int(v)) => Scalar::Int(i64::from(v as i16)),
             (DType::I8, Scalar::Int(v)) => Scalar::Int(i64::from(v as i8)),
             (DType::U8, Scalar::Int(v)) => Scalar::Int(i64::from(v as u8)),
+            (DType::U16, Scalar::Int(v)) => Scalar::Int(i64::from(v as u16)),
+            (DType::U32, Scalar::Int(v)) => Scalar::Int(i64::from(v as u32)),
             // u64 keeps the bit pattern of the i64.
             (DType::U64, Scalar::Int(v)) => Scalar::Int(v),
             // A real value as a complex element, in the dtype of the parts.
