@@ -204,6 +204,8 @@ struct Inner {
     memory: Vec<Arc<Memory>>,
     /// Collective statistics and the flush log (`collective`).
     collectives: Collectives,
+    /// The most bytes one tensor may take (see [`Backend::tensor_byte_limit`]).
+    tensor_byte_limit: u64,
 }
 
 /// The ttpu device: every device of one runtime, with PyTorch's semantics. Cheap to clone.
@@ -227,6 +229,7 @@ impl Backend {
     /// The devices of `runtime`.
     pub fn new(runtime: Runtime) -> Result<Backend> {
         let runtime_devices = runtime.device_count();
+        let runtime_platform = runtime.platform();
         let devices = (0..runtime_devices)
             .map(|index| ttpu_eager::Device::on(&runtime, index))
             .collect::<std::result::Result<Vec<_>, _>>()?;
@@ -241,8 +244,34 @@ impl Backend {
                 mode: Mutex::new(Mode::default()),
                 memory: (0..runtime_devices).map(|_| Arc::new(Memory::default())).collect(),
                 collectives: Collectives::default(),
+                tensor_byte_limit: tensor_byte_limit(&runtime_platform),
             }),
         })
+    }
+
+    /// The most bytes one tensor may take: the host's memory on the CPU plugin (whose buffers are
+    /// host memory), else 128 TiB. A call whose result is larger is refused when it is recorded,
+    /// before the plugin is asked for the memory: a size from user input (`torch.empty(2**62)`)
+    /// must be an error, and the plugin may abort the process on such a request.
+    pub fn tensor_byte_limit(&self) -> u64 {
+        self.inner.tensor_byte_limit
+    }
+
+    /// Refuses `graph`'s results that would not fit on `device`.
+    pub(crate) fn check_result_sizes(&self, op: &str, device: usize, graph: &ttpu_ir::Graph) -> Result<()> {
+        let limit = self.inner.tensor_byte_limit;
+        for &output in &graph.outputs {
+            let ty = graph.ty(output);
+            let Some(dims) = ty.shape.as_static() else { continue };
+            let bytes = dims
+                .iter()
+                .try_fold(ty.dtype.byte_size() as u64, |acc, &dim| acc.checked_mul(u64::try_from(dim).ok()?))
+                .unwrap_or(u64::MAX);
+            if bytes > limit {
+                return Err(Error::OutOfMemory { op: op.to_string(), device, bytes, limit });
+            }
+        }
+        Ok(())
     }
 
     /// The runtime under the devices.
@@ -634,6 +663,7 @@ impl Backend {
                         inputs
                             .push(self.host_value(flat.device, HostTensor { dtype, dims: vec![count as i64], data })?);
                     }
+                    self.check_result_sizes(def.name, flat.device, entry.call.graph())?;
                     let operands: Vec<&ttpu_eager::Tensor> = inputs.iter().collect();
                     let results = device.call(&entry.call, &operands)?;
                     return Ok((entry, results));
@@ -684,6 +714,7 @@ impl Backend {
         flat: &Flat,
     ) -> Result<(Arc<KernelEntry>, Vec<ttpu_eager::Tensor>)> {
         let entry = self.kernel_entry(op, kernel, &flat.args, &flat.kwargs, &flat.operands)?;
+        self.check_result_sizes(op, flat.device, entry.call.graph())?;
         let operands: Vec<&ttpu_eager::Tensor> = flat.values.iter().collect();
         let results = self.device(flat.device)?.call(&entry.call, &operands)?;
         Ok((entry, results))
@@ -976,4 +1007,21 @@ fn can_cast(from: DType, to: DType) -> bool {
         return false;
     }
     from.is_bool() || !to.is_bool()
+}
+
+/// See [`Backend::tensor_byte_limit`].
+fn tensor_byte_limit(platform: &str) -> u64 {
+    const OTHER: u64 = 1 << 47;
+    if !platform.eq_ignore_ascii_case("cpu") {
+        return OTHER;
+    }
+    host_memory_bytes().unwrap_or(OTHER)
+}
+
+/// The host's physical memory (`MemTotal` of `/proc/meminfo`), where the system says.
+fn host_memory_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|line| line.starts_with("MemTotal:"))?;
+    let kib: u64 = line.trim_start_matches("MemTotal:").trim().trim_end_matches("kB").trim().parse().ok()?;
+    kib.checked_mul(1024)
 }

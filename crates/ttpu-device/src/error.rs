@@ -56,6 +56,21 @@ pub enum Error {
         /// PyTorch's message.
         message: String,
     },
+    /// A result larger than one tensor may be on its device.
+    #[error(
+        "ttpu:{device} out of memory: {op} would make a tensor of {bytes} bytes, more than the {limit} bytes one \
+         tensor may take on this device"
+    )]
+    OutOfMemory {
+        /// The call.
+        op: String,
+        /// The device index.
+        device: usize,
+        /// The tensor's size in bytes (saturated).
+        bytes: u64,
+        /// The most one tensor may take ([`crate::Backend::tensor_byte_limit`]).
+        limit: u64,
+    },
     /// A device index outside the plugin's devices.
     #[error("invalid device ttpu:{index}: the plugin has {count} device(s)")]
     NoSuchDevice {

@@ -126,6 +126,7 @@ impl Backend {
         }
         let device = device.unwrap_or(0);
         values.extend(self.rng_states_on(device, program.rng_states)?);
+        self.check_result_sizes("a compiled graph", device, program.call.graph())?;
         let operands: Vec<&ttpu_eager::Tensor> = values.iter().collect();
         let results = self.eager_device(device)?.call(&program.call, &operands)?;
         results

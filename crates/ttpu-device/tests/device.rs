@@ -356,3 +356,81 @@ fn a_recorded_graph_calls_a_kernel_with_the_eager_calls_template() {
     assert_close(&values(&backend, &eager), &data.iter().map(|&x| silu(x)).collect::<Vec<_>>());
     assert_eq!(backend.stats().unwrap().templates, templates);
 }
+
+#[test]
+fn a_tensor_larger_than_the_device_is_refused_when_recorded() {
+    let backend = backend();
+    let limit = backend.tensor_byte_limit();
+    let empty = op(&backend, "aten.empty.memory_format", OpKind::Functional);
+    // 2^31 x 2^31 f32 elements: 2^64 bytes, which saturates.
+    let sizes = Value::List(vec![Value::Int(1 << 31), Value::Int(1 << 31)]);
+    let error = backend.dispatch(empty, &[sizes], &[], Some(0)).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "ttpu:0 out of memory: aten.empty.memory_format would make a tensor of {} bytes, more than the {limit} \
+             bytes one tensor may take on this device",
+            u64::MAX
+        )
+    );
+    // Nothing was recorded: the device still runs what comes next.
+    let x = backend.upload(0, &f32s(&[1.0, 2.0], &[2])).unwrap();
+    let add = op(&backend, "aten.add.Tensor", OpKind::Functional);
+    let y = call(&backend, add, vec![Value::Tensor(x.clone()), Value::Tensor(x)]);
+    assert_eq!(values(&backend, &y), vec![2.0, 4.0]);
+    // A tensor within the limit is recorded.
+    let small = Value::List(vec![Value::Int(2), Value::Int(3)]);
+    assert!(backend.dispatch(empty, &[small], &[], Some(0)).is_ok());
+}
+
+#[test]
+fn fill_values_that_do_not_fit_their_type_are_refused_as_pytorch_does() {
+    use ttpu_device::DType;
+    let backend = backend();
+    let full = op(&backend, "aten.full.default", OpKind::Functional);
+    let fill = |value: Value, dtype: DType| {
+        let kwargs = vec![("dtype".to_string(), Value::DType(dtype))];
+        backend.dispatch(full, &[Value::List(vec![Value::Int(2)]), value], &kwargs, Some(0))
+    };
+    let refused = [
+        (Value::Float(f64::NAN), DType::I32, "int"),
+        (Value::Float(f64::INFINITY), DType::I64, "int64_t"),
+        (Value::Int(300), DType::U8, "uint8_t"),
+        (Value::Int(-256), DType::U8, "uint8_t"),
+        (Value::Float(-0.5), DType::U8, "uint8_t"),
+        (Value::Float(256.0), DType::U8, "uint8_t"),
+        (Value::Int(-129), DType::I8, "int8_t"),
+        (Value::Int(1 << 31), DType::I32, "int"),
+        (Value::Float(1e39), DType::F32, "float"),
+    ];
+    for (value, dtype, name) in refused {
+        let error = fill(value.clone(), dtype).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            format!("aten.full.default: value cannot be converted to type {name} without overflow"),
+            "{value:?} as {dtype}"
+        );
+    }
+    // What PyTorch accepts: -1 wraps into uint8, a float truncates into range, and f16's
+    // overflow rounds to infinity (the fill converts through f32).
+    for (value, dtype) in [
+        (Value::Int(-1), DType::U8),
+        (Value::Float(255.9), DType::U8),
+        (Value::Float(70000.0), DType::F16),
+        (Value::Float(f64::INFINITY), DType::F16),
+        (Value::Float(f64::NAN), DType::BF16),
+        (Value::Bool(true), DType::I8),
+    ] {
+        assert!(fill(value.clone(), dtype).is_ok(), "{value:?} as {dtype}");
+    }
+    // masked_fill checks against the element type itself.
+    let x = backend.upload(0, &HostTensor { dtype: DType::F16, dims: vec![1], data: vec![0, 0] }).unwrap();
+    let mask = backend.upload(0, &HostTensor { dtype: DType::Bool, dims: vec![1], data: vec![1] }).unwrap();
+    let masked_fill = op(&backend, "aten.masked_fill.Scalar", OpKind::Functional);
+    let args = [Value::Tensor(x), Value::Tensor(mask), Value::Float(70000.0)];
+    let error = backend.dispatch(masked_fill, &args, &[], None).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "aten.masked_fill.Scalar: value cannot be converted to type c10::Half without overflow"
+    );
+}

@@ -16,11 +16,70 @@ use crate::promote::{DEFAULT_FLOAT, scalar_dtype};
 use crate::sym;
 use crate::sym::SymExpr;
 
+/// How strictly a fill value is checked against a floating-point type's range.
+#[derive(Copy, Clone, PartialEq, Eq)]
+pub(super) enum FillCheck {
+    /// As `fill_` and the factories: against the type the kernel fills in (`f32` for `f16` and
+    /// `bf16`, whose overflow then rounds to infinity).
+    Opmath,
+    /// As `masked_fill`: against the element type itself.
+    Element,
+}
+
+/// PyTorch's check when a fill value becomes an element of `dtype` (`c10::checked_convert`):
+/// NaN, an infinity, or a value out of range for an integer type, and a finite value beyond a
+/// float type's largest, are "value cannot be converted to type T without overflow". Negative
+/// integers fit an unsigned type while their magnitude does (`-1` fills `uint8` with 255), and a
+/// float fits an integer type while it truncates into range.
+pub(super) fn check_fill_value(cx: &Cx<'_>, value: Scalar, dtype: DType, check: FillCheck) -> Result<()> {
+    let (name, overflows) = match dtype {
+        DType::Bool | DType::C64 | DType::C128 => return Ok(()),
+        _ if dtype.is_float() => {
+            let (name, max) = match (dtype, check) {
+                (DType::F64, _) => ("double", f64::MAX),
+                (DType::F16, FillCheck::Element) => ("c10::Half", 65504.0),
+                (DType::BF16, FillCheck::Element) => ("c10::BFloat16", 3.389_531_389_251_535e38),
+                _ => ("float", f64::from(f32::MAX)),
+            };
+            let value = value.as_f64();
+            (name, value.is_finite() && value.abs() > max)
+        }
+        _ => {
+            let (name, min, max): (&str, i128, i128) = match dtype {
+                DType::I64 => ("int64_t", i64::MIN.into(), i64::MAX.into()),
+                DType::I32 => ("int", i32::MIN.into(), i32::MAX.into()),
+                DType::I16 => ("int16_t", i16::MIN.into(), i16::MAX.into()),
+                DType::I8 => ("int8_t", i8::MIN.into(), i8::MAX.into()),
+                DType::U8 => ("uint8_t", 0, u8::MAX.into()),
+                DType::U16 => ("uint16_t", 0, u16::MAX.into()),
+                DType::U32 => ("uint32_t", 0, u32::MAX.into()),
+                DType::U64 => ("uint64_t", 0, u64::MAX.into()),
+                _ => return Ok(()),
+            };
+            let overflows = match value {
+                Scalar::Bool(_) => false,
+                Scalar::Int(v) => {
+                    let v = i128::from(v);
+                    v > max || if min == 0 { -v > max } else { v < min }
+                }
+                // `max + 1` is exact in f64 for every integer type (a power of two).
+                Scalar::Float(f) => !f.is_finite() || f < min as f64 || f >= max as f64 + 1.0,
+            };
+            (name, overflows)
+        }
+    };
+    if overflows {
+        return Err(cx.bad(format!("value cannot be converted to type {name} without overflow")));
+    }
+    Ok(())
+}
+
 /// `full(size, fill_value)`.
 pub(super) fn full(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let shape = cx.shape_of(&args.sym_ints("size")?)?;
     let value = args.scalar("fill_value")?;
     let dtype = args.opt_dtype("dtype")?.unwrap_or(scalar_dtype(value));
+    check_fill_value(cx, value, dtype, FillCheck::Opmath)?;
     tensor(cx.splat(dtype, value, &shape)?)
 }
 
@@ -29,6 +88,7 @@ pub(super) fn full_like(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let like = cx.ty(args.tensor("self")?);
     let value = args.scalar("fill_value")?;
     let dtype = args.opt_dtype("dtype")?.unwrap_or(like.dtype);
+    check_fill_value(cx, value, dtype, FillCheck::Opmath)?;
     tensor(cx.splat(dtype, value, &like.shape)?)
 }
 
@@ -60,6 +120,7 @@ pub(super) fn new_full(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let shape = cx.shape_of(&args.sym_ints("size")?)?;
     let value = args.scalar("fill_value")?;
     let dtype = args.opt_dtype("dtype")?.unwrap_or(like);
+    check_fill_value(cx, value, dtype, FillCheck::Opmath)?;
     tensor(cx.splat(dtype, value, &shape)?)
 }
 
@@ -67,6 +128,7 @@ pub(super) fn new_full(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
 pub(super) fn scalar_tensor(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let value = args.scalar("s")?;
     let dtype = args.opt_dtype("dtype")?.unwrap_or(DEFAULT_FLOAT);
+    check_fill_value(cx, value, dtype, FillCheck::Opmath)?;
     tensor(cx.splat(dtype, value, &Shape::scalar())?)
 }
 

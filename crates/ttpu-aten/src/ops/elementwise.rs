@@ -472,6 +472,9 @@ pub(super) fn masked_fill(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
         return Err(cx.bad("masked_fill only supports a zero-dim value tensor"));
     }
     let dtype = cx.dtype(x);
+    if let Operand::Scalar(value) = value {
+        super::creation::check_fill_value(cx, value, dtype, super::creation::FillCheck::Element)?;
+    }
     let result = select_promoted(cx, mask, value, Operand::Tensor(x), dtype)?;
     if cx.shape(result) != cx.shape(x) {
         return Err(cx.bad(format!("mask {} does not broadcast to {}", cx.ty(mask), cx.ty(x))));

@@ -560,6 +560,12 @@ pub(super) fn repeat(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     }
     let offset = repeats.len() - sizes.len();
     let padded: Vec<i64> = std::iter::repeat_n(1, offset).chain(sizes.iter().copied()).collect();
+    let merged: Option<Vec<i64>> = padded.iter().zip(&repeats).map(|(size, count)| size.checked_mul(*count)).collect();
+    let Some(merged) =
+        merged.filter(|merged| merged.iter().try_fold(1i64, |acc, &size| acc.checked_mul(size)).is_some())
+    else {
+        return Err(cx.bad(format!("repeating sizes {padded:?} by {repeats:?} makes more elements than a size holds")));
+    };
     // Interleave a repeat dim before each dim, broadcast, then merge the pairs.
     let mut interleaved = Vec::with_capacity(2 * padded.len());
     let mut dims = Vec::with_capacity(padded.len());
@@ -570,7 +576,6 @@ pub(super) fn repeat(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     }
     let x = cx.reshape(x, Shape::from_static(&padded))?;
     let broadcast = cx.broadcast_in_dim(x, &dims, Shape::from_static(&interleaved))?;
-    let merged: Vec<i64> = padded.iter().zip(&repeats).map(|(size, count)| size * count).collect();
     tensor(cx.reshape(broadcast, Shape::from_static(&merged))?)
 }
 
@@ -610,6 +615,7 @@ pub(super) fn copy(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
 pub(super) fn fill(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let x = args.tensor("self")?;
     let value = args.scalar("value")?;
+    super::creation::check_fill_value(cx, value, cx.dtype(x), super::creation::FillCheck::Opmath)?;
     tensor(cx.splat_like(x, value)?)
 }
 
