@@ -65,7 +65,16 @@ def test_the_token_checker_rejects_other_tokens():
     assert not torch.equal(got, want)
 
 
-def test_a_new_program_says_why(caplog):
+class _Records(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.INFO)
+        self.messages = []
+
+    def emit(self, record):
+        self.messages.append(record.getMessage())
+
+
+def test_a_new_program_says_why():
     def f(x, n):
         return x * n
 
@@ -74,11 +83,19 @@ def test_a_new_program_says_why(caplog):
     first = torch.ones(3)
     # A symbolic size: Dynamo keeps one graph, and ttpu records one program per concrete size.
     torch._dynamo.mark_dynamic(first, 0)
-    with caplog.at_level(logging.INFO, logger="ttpu.recompiles"):
+    # A handler of its own rather than pytest's caplog, which `-p no:logging` removes.
+    logger = logging.getLogger("ttpu.recompiles")
+    records, level = _Records(), logger.level
+    logger.addHandler(records)
+    logger.setLevel(logging.INFO)
+    try:
         compiled(first, 2)
         compiled(torch.ones(3), 2)
         compiled(torch.ones(5), 2)
-    messages = [record.getMessage() for record in caplog.records if record.name == "ttpu.recompiles"]
+    finally:
+        logger.removeHandler(records)
+        logger.setLevel(level)
+    messages = records.messages
     assert len(messages) == 1, messages
     assert "records program 2" in messages[0] and "shape [5] (was [3])" in messages[0], messages
 
