@@ -18,6 +18,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod args;
+pub mod bounds;
 pub mod coverage;
 pub mod ctx;
 pub mod eager;

@@ -22,6 +22,7 @@ use ttpu_aten::ops::OpDef;
 use ttpu_ir::{DType, Kernel, Shape, TensorType};
 use ttpu_runtime::Runtime;
 
+use crate::checks::Checks;
 use crate::collective::Collectives;
 use crate::memo::{Entry, KernelEntry, Lookup, Memo};
 use crate::tensor::{self, DeviceTensor, Memory, Meta, TensorState, ViewStep};
@@ -206,6 +207,8 @@ struct Inner {
     collectives: Collectives,
     /// The most bytes one tensor may take (see [`Backend::tensor_byte_limit`]).
     tensor_byte_limit: u64,
+    /// Index checks not read yet (`checks`).
+    checks: Checks,
 }
 
 /// The ttpu device: every device of one runtime, with PyTorch's semantics. Cheap to clone.
@@ -245,6 +248,7 @@ impl Backend {
                 memory: (0..runtime_devices).map(|_| Arc::new(Memory::default())).collect(),
                 collectives: Collectives::default(),
                 tensor_byte_limit: tensor_byte_limit(&runtime_platform),
+                checks: Checks::new(runtime_devices),
             }),
         })
     }
@@ -417,9 +421,23 @@ impl Backend {
     }
 
     /// Runs the pending work of every device. `reason` is counted in the statistics.
+    /// An index check that failed since the last read is raised here.
     pub fn synchronize(&self, reason: &str) -> Result<()> {
         for device in &self.inner.devices {
             self.flush(device, reason)?;
+        }
+        for device in &self.inner.devices {
+            self.read_checks(device.index())?;
+        }
+        Ok(())
+    }
+
+    /// Reads device `at`'s index checks (after its pending work ran): the first that failed is
+    /// the error.
+    fn read_checks(&self, at: usize) -> Result<()> {
+        if self.inner.checks.waiting(at)? {
+            bump(&self.inner.counters.to_host, "index checks")?;
+            self.inner.checks.read(at)?;
         }
         Ok(())
     }
@@ -479,12 +497,14 @@ impl Backend {
     }
 
     /// The tensor's elements on the host, row-major (its logical order, whatever its strides):
-    /// runs the pending work of its device first. `reason` is counted in the statistics.
+    /// runs the pending work of its device first. `reason` is counted in the statistics. An
+    /// index check of that work that failed is the error instead (see `checks`).
     pub fn read(&self, tensor: &DeviceTensor, reason: &str) -> Result<HostTensor> {
         let state = tensor.state()?;
         let device = self.device(state.storage.device)?;
         let value = tensor::value_of(device, &state)?;
         self.flush(device, reason)?;
+        self.read_checks(state.storage.device)?;
         bump(&self.inner.counters.to_host, reason)?;
         let host = value.to_host()?;
         Ok(HostTensor { dtype: state.meta.dtype, dims: state.meta.sizes().to_vec(), data: host.data })
@@ -666,6 +686,8 @@ impl Backend {
                     self.check_result_sizes(def.name, flat.device, entry.call.graph())?;
                     let operands: Vec<&ttpu_eager::Tensor> = inputs.iter().collect();
                     let results = device.call(&entry.call, &operands)?;
+                    let call = (flat.args.as_slice(), flat.kwargs.as_slice());
+                    self.inner.checks.record(device, flat.device, def, call, &flat.operands, &flat.values)?;
                     return Ok((entry, results));
                 }
                 Lookup::Sizes(call) => {

@@ -71,6 +71,16 @@ pub enum Error {
         /// The most one tensor may take ([`crate::Backend::tensor_byte_limit`]).
         limit: u64,
     },
+    /// An index outside the range PyTorch accepts, found by a check that ran with the pending
+    /// work (see `checks`).
+    #[error(
+        "index out of range on the ttpu device: {message}; found when the pending work ran, at this host read \
+         (as CUDA reports a device-side assert at the next synchronizing call)"
+    )]
+    IndexOutOfRange {
+        /// Which overload and range.
+        message: String,
+    },
     /// A device index outside the plugin's devices.
     #[error("invalid device ttpu:{index}: the plugin has {count} device(s)")]
     NoSuchDevice {

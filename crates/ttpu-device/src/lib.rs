@@ -21,10 +21,14 @@
 //! ([`Backend::register_kernel`], [`Recorder::call_kernel`]): the table's eager entry point builds
 //! the call into one `kernel` node (`ttpu_aten::eager::build_kernel`), which is recorded and fused
 //! like any other call.
+//!
+//! An index PyTorch would refuse (`embedding`, `gather`, `x[idx]`, scatters) is checked beside
+//! its call and raised at the next host read (`checks`), as CUDA raises a device-side assert.
 
 #![warn(missing_docs)]
 
 mod backend;
+mod checks;
 mod collective;
 mod error;
 mod graph;

@@ -434,3 +434,60 @@ fn fill_values_that_do_not_fit_their_type_are_refused_as_pytorch_does() {
         "aten.masked_fill.Scalar: value cannot be converted to type c10::Half without overflow"
     );
 }
+
+fn i64s(data: &[i64], dims: &[i64]) -> HostTensor {
+    HostTensor { dtype: DType::I64, dims: dims.to_vec(), data: data.iter().flat_map(|v| v.to_le_bytes()).collect() }
+}
+
+#[test]
+fn an_index_out_of_range_is_raised_at_the_next_host_read() {
+    let backend = backend();
+    let weight = backend.upload(0, &f32s(&[0.0, 1.0, 2.0, 3.0, 4.0, 5.0], &[3, 2])).unwrap();
+    let embedding = op(&backend, "aten.embedding.default", OpKind::Functional);
+    let index = op(&backend, "aten.index.Tensor", OpKind::Functional);
+    let gather = op(&backend, "aten.gather.default", OpKind::Functional);
+    let lookup = |ids: &[i64]| {
+        let ids = backend.upload(0, &i64s(ids, &[ids.len() as i64])).unwrap();
+        call(&backend, embedding, vec![Value::Tensor(weight.clone()), Value::Tensor(ids)])
+    };
+    // In range: the values, and no error.
+    assert_eq!(values(&backend, &lookup(&[2, 0])), vec![4.0, 5.0, 0.0, 1.0]);
+    // Out of range (embedding takes no negative index): the read raises instead of clamping, and
+    // a later read of other work does not raise it again.
+    for bad in [3, -1] {
+        let rows = lookup(&[0, bad]);
+        let error = backend.read(&rows, "test").unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "index out of range on the ttpu device: `aten.embedding.default`: an index is out of bounds for \
+             dimension 0 with size 3 (the valid range is [0, 3)); found when the pending work ran, at this host read \
+             (as CUDA reports a device-side assert at the next synchronizing call)"
+        );
+        assert_eq!(values(&backend, &lookup(&[1])), vec![2.0, 3.0]);
+    }
+    // `x[idx]` counts a negative index from the end, down to -size.
+    let at = |ids: &[i64]| {
+        let ids = backend.upload(0, &i64s(ids, &[ids.len() as i64])).unwrap();
+        let list = Value::List(vec![Value::None, Value::Tensor(ids)]);
+        call(&backend, index, vec![Value::Tensor(weight.clone()), list])
+    };
+    assert_eq!(values(&backend, &at(&[-2, 1])), vec![0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
+    let rows = at(&[-3]);
+    let error = backend.synchronize("test").unwrap_err().to_string();
+    assert!(
+        error.contains(
+            "`aten.index.Tensor`: an index is out of bounds for dimension 1 with size 2 (the valid range is [-2, 2))"
+        ),
+        "{error}"
+    );
+    drop(rows);
+    // The first failure is the one reported, and a passing check after it does not hide it.
+    let ids = backend.upload(0, &i64s(&[0, 5], &[1, 2])).unwrap();
+    let gathered =
+        call(&backend, gather, vec![Value::Tensor(weight.clone()), Value::Int(0), Value::Tensor(ids.clone())]);
+    let _fine = lookup(&[0]);
+    let error = backend.read(&gathered, "test").unwrap_err().to_string();
+    assert!(error.contains("`aten.gather.default`: an index is out of bounds for dimension 0 with size 3"), "{error}");
+    // The checks' reads are counted.
+    assert!(backend.stats().unwrap().to_host.get("index checks").copied().unwrap_or(0) >= 4);
+}

@@ -237,6 +237,15 @@ pub(crate) fn device_upload<'py>(
     tensor_tuple(py, tensor)
 }
 
+/// A host read's error: an index check that failed is PyTorch's `IndexError`, as its CPU kernels
+/// raise it.
+fn read_error(failure: ttpu_device::Error) -> PyErr {
+    match failure {
+        ttpu_device::Error::IndexOutOfRange { .. } => pyo3::exceptions::PyIndexError::new_err(failure.to_string()),
+        other => error(other),
+    }
+}
+
 /// The tensor's elements on the host as `(bytearray, dtype, shape)`, running pending work
 /// first; `reason` is counted in the statistics.
 #[pyfunction]
@@ -247,7 +256,7 @@ pub(crate) fn device_read<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     let tensor = handle_of(handle)?;
     let backend = backend()?;
-    let host = py.detach(|| backend.read(&tensor, reason)).map_err(error)?;
+    let host = py.detach(|| backend.read(&tensor, reason)).map_err(read_error)?;
     let data = PyByteArray::new(py, &host.data);
     Ok((data, host.dtype.name(), host.dims).into_pyobject(py)?.into_any())
 }
@@ -282,7 +291,7 @@ pub(crate) fn device_storage(handle: &Bound<'_, PyAny>) -> PyResult<(u64, i64)> 
 #[pyfunction]
 pub(crate) fn device_synchronize(py: Python<'_>, reason: &str) -> PyResult<()> {
     let backend = backend()?;
-    py.detach(|| backend.synchronize(reason)).map_err(error)
+    py.detach(|| backend.synchronize(reason)).map_err(read_error)
 }
 
 /// Sets the execution mode: `defer_and_fuse`, `defer_never` or `defer_never_blocking`.

@@ -144,12 +144,70 @@ def test_device_basics():
         x.numpy()
 
 
+@pytest.mark.parametrize(
+    "dtype",
+    [torch.bool, torch.uint8, torch.uint16, torch.uint32, torch.uint64, torch.int8, torch.int16, torch.int32,
+     torch.int64, torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex64, torch.complex128],
+)
+def test_every_dtype_round_trips_and_casts(dtype):
+    values = torch.tensor([0, 1, 2, 255], dtype=torch.int64).to(dtype)
+    if dtype in (torch.uint16, torch.uint32, torch.uint64):
+        # Values past the signed range of the same width, where a wrong view of the bits shows.
+        values = torch.tensor([0, 1, 2, {torch.uint16: 65535, torch.uint32: 2**32 - 1, torch.uint64: 2**63 + 5}[dtype]], dtype=dtype)
+    on_device = values.to("ttpu")
+    assert on_device.dtype == dtype
+    back = on_device.cpu()
+    assert back.dtype == dtype and torch.equal(back, values)
+    assert torch.equal(on_device.to(torch.float64).cpu(), values.to(torch.float64))
+    assert torch.equal(torch.zeros(2, dtype=dtype, device="ttpu").cpu(), torch.zeros(2, dtype=dtype))
+
+
 def test_printing_shows_values_device_and_grad_fn():
     x = torch.tensor([1.0, 2.0], device="ttpu", requires_grad=True)
     assert repr(x) == "tensor([1., 2.], device='ttpu:0', requires_grad=True)"
     assert repr(x * 2) == "tensor([2., 4.], device='ttpu:0', grad_fn=<MulBackward0>)"
     assert repr(torch.tensor([1, 2], device="ttpu", dtype=torch.int32)) == "tensor([1, 2], device='ttpu:0', dtype=torch.int32)"
     assert str(torch.tensor(3.5, device="ttpu")) == "tensor(3.5000, device='ttpu:0')"
+
+
+def test_an_index_out_of_range_raises_index_error_at_the_next_host_read():
+    weight = torch.arange(6.0).reshape(3, 2)
+    on_device = weight.to("ttpu")
+    ids = torch.tensor([2, 0])
+    # In range: PyTorch's values.
+    assert torch.equal(F.embedding(ids.to("ttpu"), on_device).cpu(), F.embedding(ids, weight))
+    cases = [
+        (lambda w, i: F.embedding(i, w), [0, 3]),
+        (lambda w, i: w.index_select(0, i), [-1]),
+        (lambda w, i: w[i], [-4]),
+        (lambda w, i: w[:, i], [2]),
+        (lambda w, i: w.gather(0, i.reshape(1, -1).expand(1, 2)), [3]),
+        (lambda w, i: w.clone().index_put_((i,), torch.tensor(1.0, device=w.device)), [5]),
+        (lambda w, i: F.cross_entropy(w, i), [0, 1, 2]),
+    ]
+    for fn, bad in cases:
+        index = torch.tensor(bad)
+        with pytest.raises(IndexError):
+            fn(weight, index)  # PyTorch raises at once ...
+        result = fn(on_device, index.to("ttpu"))  # ... the device at the next host read,
+        with pytest.raises(IndexError, match="index out of range on the ttpu device"):
+            result.cpu()
+        # ... once: later work is not blamed for it.
+        assert torch.equal(F.embedding(ids.to("ttpu"), on_device).cpu(), F.embedding(ids, weight))
+    # Negative indices PyTorch accepts stay accepted.
+    assert torch.equal(on_device[torch.tensor([-3, -1], device="ttpu")].cpu(), weight[torch.tensor([-3, -1])])
+    assert torch.ttpu.stats()["to_host"].get("index checks", 0) >= len(cases)
+
+
+def test_a_complex_tensor_cast_to_a_real_dtype_keeps_its_real_part():
+    z = torch.tensor([1.5 + 2.0j, -3.0 - 0.5j])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # PyTorch warns that the imaginary part is discarded
+        want = z.to(torch.float32)
+        got = z.to("ttpu").to(torch.float32).cpu()
+        real = torch.zeros(2, device="ttpu")
+        real.copy_(z.to("ttpu"))
+    assert torch.equal(got, want) and torch.equal(real.cpu(), want)
 
 
 def test_mixing_devices_is_an_error_as_with_cuda():

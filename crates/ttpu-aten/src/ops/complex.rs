@@ -26,6 +26,13 @@ fn real_of(cx: &mut Cx<'_>, z: ValueId) -> Result<ValueId> {
     cx.ok(built)
 }
 
+/// `value` cast to `dtype` as PyTorch casts: a complex value cast to a real dtype keeps its real
+/// part (PyTorch warns that the imaginary part is discarded, and computes it all the same).
+pub(super) fn cast(cx: &mut Cx<'_>, value: ValueId, dtype: DType) -> Result<ValueId> {
+    let value = if cx.dtype(value).is_complex() && !dtype.is_complex() { real_of(cx, value)? } else { value };
+    cx.convert(value, dtype)
+}
+
 fn imag_of(cx: &mut Cx<'_>, z: ValueId) -> Result<ValueId> {
     let built = cx.b.imag(z);
     cx.ok(built)

@@ -8,6 +8,7 @@
 use smallvec::SmallVec;
 use ttpu_ir::{Dim, GatherDims, Literal, Scalar, Shape, ValueId};
 
+use super::complex;
 use super::elementwise::tensor;
 use crate::args::{Args, Val};
 use crate::ctx::{Cx, Imported};
@@ -24,7 +25,7 @@ pub(super) fn identity(_cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
 pub(super) fn to_copy(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let x = args.tensor("self")?;
     match args.opt_dtype("dtype")? {
-        Some(dtype) => tensor(cx.convert(x, dtype)?),
+        Some(dtype) => tensor(complex::cast(cx, x, dtype)?),
         None => tensor(x),
     }
 }
@@ -607,7 +608,7 @@ pub(super) fn triangle(cx: &mut Cx<'_>, args: &Args, upper: bool) -> Result<Impo
 pub(super) fn copy(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let x = args.tensor("self")?;
     let src = args.tensor("src")?;
-    let src = cx.convert(src, cx.dtype(x))?;
+    let src = complex::cast(cx, src, cx.dtype(x))?;
     tensor(cx.broadcast_to(src, &cx.shape(x))?)
 }
 

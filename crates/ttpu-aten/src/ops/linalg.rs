@@ -50,6 +50,18 @@ impl Square {
 
 /// Checks `a` is a batch of static square float matrices of at most [`MAX_N`] rows.
 pub(super) fn square(cx: &Cx<'_>, a: ValueId, what: &str) -> Result<Square> {
+    let (m, rows, cols) = matrices(cx, a, what)?;
+    if rows != cols {
+        return Err(
+            cx.bad(format!("{what}: A must be batches of square matrices, but they are {rows} by {cols} matrices"))
+        );
+    }
+    Ok(m)
+}
+
+/// Checks `a` is a batch of static float matrices of at most [`MAX_N`] rows and columns; gives
+/// the batch (its `n` is the rows) with the rows and columns.
+pub(super) fn matrices(cx: &Cx<'_>, a: ValueId, what: &str) -> Result<(Square, i64, i64)> {
     let ty = cx.ty(a);
     if ty.rank() < 2 {
         return Err(cx.bad(format!("{what}: The input tensor A must have at least 2 dimensions, found {ty}")));
@@ -69,18 +81,13 @@ pub(super) fn square(cx: &Cx<'_>, a: ValueId, what: &str) -> Result<Square> {
             );
         }
     };
-    if rows != cols {
-        return Err(
-            cx.bad(format!("{what}: A must be batches of square matrices, but they are {rows} by {cols} matrices"))
-        );
-    }
-    if rows > MAX_N {
+    if rows > MAX_N || cols > MAX_N {
         return Err(cx.bad(format!(
-            "{what}: {rows}x{rows} matrices exceed the {MAX_N}x{MAX_N} that ttpu unrolls (the factorization \
+            "{what}: {rows}x{cols} matrices exceed the {MAX_N}x{MAX_N} that ttpu unrolls (the factorization \
              becomes IR ops per column, so graph size and compile time grow with the size)"
         )));
     }
-    Ok(Square { batch: ty.shape.dims()[..rank - 2].to_vec(), n: rows, dtype: ty.dtype })
+    Ok((Square { batch: ty.shape.dims()[..rank - 2].to_vec(), n: rows, dtype: ty.dtype }, rows, cols))
 }
 
 /// An `i64` iota of `shape` along `dim`.
@@ -162,14 +169,15 @@ pub(super) fn diagonal(cx: &mut Cx<'_>, m: &Square, matrix: ValueId) -> Result<V
     cx.bitcast_convert(summed, m.dtype)
 }
 
-/// `getf2`'s factorization `P A = L U` of each matrix: `L` unit lower (below the diagonal of
-/// `lu`), `U` upper.
+/// `getf2`'s factorization `P A = L U` of each matrix (`[batch.., r, c]`, square or not): `L`
+/// unit lower (below the diagonal of `lu`, `r x min(r, c)`), `U` upper (`min(r, c) x c`).
 pub(super) struct Lu {
     /// `L` and `U` in one matrix.
     pub(super) lu: ValueId,
-    /// LAPACK's pivots: row `i` was exchanged with row `pivots[i]` (0-based, `i64`, `[batch.., n]`).
+    /// LAPACK's pivots: row `i` was exchanged with row `pivots[i]` (0-based, `i64`,
+    /// `[batch.., min(r, c)]`).
     pub(super) pivots: ValueId,
-    /// Where each row of `P A` came from (`i64`, `[batch.., n]`).
+    /// Where each row of `P A` came from (`i64`, `[batch.., r]`).
     pub(super) perm: ValueId,
     /// Whether `P` is an odd permutation (`bool`, `[batch..]`).
     pub(super) odd: ValueId,
@@ -179,21 +187,25 @@ pub(super) struct Lu {
 
 /// LU with partial pivoting, unrolled over the columns as LAPACK's `getf2`: the pivot is the first
 /// largest magnitude at or below the diagonal; a zero pivot leaves its column as it is and records
-/// `info`; the multipliers are scaled by the pivot's reciprocal, as LAPACK does.
+/// `info`; the multipliers are scaled by the pivot's reciprocal, as LAPACK does. A matrix of `r`
+/// rows and `c` columns takes `min(r, c)` steps.
 pub(super) fn lu_factor(cx: &mut Cx<'_>, m: &Square, a: ValueId) -> Result<Lu> {
-    let (b, n) = (m.b(), m.n);
-    let square = [n, n];
-    let rows2 = iota(cx, m.shape(&square), b)?;
-    let cols2 = iota(cx, m.shape(&square), b + 1)?;
+    let b = m.b();
+    let n = cx.static_dim(a, b, "the rows")?;
+    let cols = cx.static_dim(a, b + 1, "the columns")?;
+    let full = [n, cols];
+    let rows2 = iota(cx, m.shape(&full), b)?;
+    let cols2 = iota(cx, m.shape(&full), b + 1)?;
     let rows1 = iota(cx, m.shape(&[n]), b)?;
     let mut a = a;
     let mut perm = iota(cx, m.shape(&[n, 1]), b)?;
     let mut odd = cx.splat(DType::Bool, Scalar::Bool(false), &m.shape(&[]))?;
     let mut info = cx.splat(DType::I32, Scalar::Int(0), &m.shape(&[]))?;
-    let mut pivots = Vec::with_capacity(n as usize);
+    let steps = n.min(cols);
+    let mut pivots = Vec::with_capacity(steps as usize);
     let minus_one = cx.splat(m.dtype, Scalar::Int(-1), &m.shape(&[n]))?;
     let past_end = cx.splat(DType::I64, Scalar::Int(n), &m.shape(&[n]))?;
-    for j in 0..n {
+    for j in 0..steps {
         // The pivot row: the first largest |a[i, j]| with i >= j (past the end only with NaNs,
         // which then stay on the diagonal).
         let col = column(cx, m, a, j)?;
@@ -214,13 +226,13 @@ pub(super) fn lu_factor(cx: &mut Cx<'_>, m: &Square, a: ValueId) -> Result<Lu> {
         let moved = compare_to(cx, CompareDirection::Ne, p, j)?;
         odd = cx.binary(BinaryOp::Xor, odd, moved)?;
         // Exchange rows j and p of the matrix and of the permutation.
-        let p_wide = expand(cx, m, p, &[], &square)?;
+        let p_wide = expand(cx, m, p, &[], &full)?;
         let at_j = compare_to(cx, CompareDirection::Eq, rows2, j)?;
         let at_p = cx.compare(CompareDirection::Eq, rows2, p_wide)?;
         let row_p = pick_rows(cx, m, a, p_column)?;
         let row_j = row(cx, m, a, j)?;
-        let row_p_wide = expand(cx, m, row_p, &[0, 1], &square)?;
-        let row_j_wide = expand(cx, m, row_j, &[0, 1], &square)?;
+        let row_p_wide = expand(cx, m, row_p, &[0, 1], &full)?;
+        let row_j_wide = expand(cx, m, row_j, &[0, 1], &full)?;
         let swapped = cx.select(at_p, row_j_wide, a)?;
         a = cx.select(at_j, row_p_wide, swapped)?;
         let perm_p = pick_rows(cx, m, perm, p_column)?;
@@ -249,8 +261,8 @@ pub(super) fn lu_factor(cx: &mut Cx<'_>, m: &Square, a: ValueId) -> Result<Lu> {
         let reciprocal = expand(cx, m, reciprocal, &[], &[n, 1])?;
         let multipliers = cx.binary(BinaryOp::Multiply, col, reciprocal)?;
         let u = row(cx, m, a, j)?;
-        let multipliers_wide = expand(cx, m, multipliers, &[0, 1], &square)?;
-        let u_wide = expand(cx, m, u, &[0, 1], &square)?;
+        let multipliers_wide = expand(cx, m, multipliers, &[0, 1], &full)?;
+        let u_wide = expand(cx, m, u, &[0, 1], &full)?;
         let outer = cx.binary(BinaryOp::Multiply, multipliers_wide, u_wide)?;
         let updated = cx.binary(BinaryOp::Subtract, a, outer)?;
         let below = compare_to(cx, CompareDirection::Gt, rows2, j)?;

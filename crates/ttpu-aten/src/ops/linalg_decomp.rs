@@ -11,8 +11,8 @@ use ttpu_ir::{BinaryOp, CompareDirection, DType, Scalar, Shape, ValueId};
 
 use super::elementwise::tensor;
 use super::linalg::{
-    Square, broadcast_system, compare_to, expand, identity, iota, lu_factor, pick_rows, refuse_check_errors, square,
-    torch_pivots, transposed, triangular,
+    Square, broadcast_system, compare_to, expand, identity, iota, lu_factor, matrices, pick_rows, refuse_check_errors,
+    square, torch_pivots, transposed, triangular,
 };
 use crate::args::Args;
 use crate::ctx::{Cx, Imported};
@@ -30,7 +30,7 @@ pub(super) fn lu_factor_ex(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     refuse_check_errors(cx, args)?;
     refuse_no_pivot(cx, args)?;
     let a = args.tensor("A")?;
-    let m = square(cx, a, "linalg.lu_factor_ex")?;
+    let (m, _, _) = matrices(cx, a, "linalg.lu_factor_ex")?;
     let lu = lu_factor(cx, &m, a)?;
     let pivots = torch_pivots(cx, lu.pivots)?;
     Ok(Imported::Tuple(vec![Imported::Tensor(lu.lu), Imported::Tensor(pivots), Imported::Tensor(lu.info)]))
@@ -44,42 +44,55 @@ fn refuse_no_pivot(cx: &Cx<'_>, args: &Args) -> Result<()> {
     Ok(())
 }
 
-/// The unit lower and the upper triangles of a packed `LU`.
+/// The unit lower (`r x k`) and the upper (`k x c`) triangles of a packed `LU` of `r x c`, with
+/// `k = min(r, c)`.
 fn unpack_triangles(cx: &mut Cx<'_>, m: &Square, lu: ValueId) -> Result<(ValueId, ValueId)> {
     let b = m.b();
-    let rows = iota(cx, m.shape(&[m.n, m.n]), b)?;
-    let cols = iota(cx, m.shape(&[m.n, m.n]), b + 1)?;
-    let below = cx.compare(CompareDirection::Gt, rows, cols)?;
-    let on = cx.compare(CompareDirection::Eq, rows, cols)?;
-    let zero = cx.splat_like(lu, Scalar::Int(0))?;
-    let one = cx.splat_like(lu, Scalar::Int(1))?;
-    let lower = cx.select(below, lu, zero)?;
-    let lower = cx.select(on, one, lower)?;
-    let above = cx.compare(CompareDirection::Le, rows, cols)?;
-    let upper = cx.select(above, lu, zero)?;
+    let rows = cx.static_dim(lu, b, "the rows")?;
+    let cols = cx.static_dim(lu, b + 1, "the columns")?;
+    let k = rows.min(cols);
+    let left = cx.slice_dim(lu, b + 1, 0, k, 1)?;
+    let top = cx.slice_dim(lu, b, 0, k, 1)?;
+    let lower = {
+        let (row, col) = (iota(cx, m.shape(&[rows, k]), b)?, iota(cx, m.shape(&[rows, k]), b + 1)?);
+        let below = cx.compare(CompareDirection::Gt, row, col)?;
+        let on = cx.compare(CompareDirection::Eq, row, col)?;
+        let zero = cx.splat_like(left, Scalar::Int(0))?;
+        let one = cx.splat_like(left, Scalar::Int(1))?;
+        let lower = cx.select(below, left, zero)?;
+        cx.select(on, one, lower)?
+    };
+    let upper = {
+        let (row, col) = (iota(cx, m.shape(&[k, cols]), b)?, iota(cx, m.shape(&[k, cols]), b + 1)?);
+        let above = cx.compare(CompareDirection::Le, row, col)?;
+        let zero = cx.splat_like(top, Scalar::Int(0))?;
+        cx.select(above, top, zero)?
+    };
     Ok((lower, upper))
 }
 
-/// `P^T` of LAPACK's row order `perm` (`(P A)[r] = A[perm[r]]`): the `P` of `A = P L U`, with
-/// `P[perm[r], r] = 1`.
+/// `P^T` of LAPACK's row order `perm` (`[batch.., r]`, `(P A)[i] = A[perm[i]]`): the `P` of
+/// `A = P L U`, with `P[perm[i], i] = 1`.
 fn permutation_matrix(cx: &mut Cx<'_>, m: &Square, perm: ValueId) -> Result<ValueId> {
     let b = m.b();
-    let rows = iota(cx, m.shape(&[m.n, m.n]), b)?;
-    let wide = expand(cx, m, perm, &[1], &[m.n, m.n])?;
+    let n = cx.static_dim(perm, b, "the rows")?;
+    let rows = iota(cx, m.shape(&[n, n]), b)?;
+    let wide = expand(cx, m, perm, &[1], &[n, n])?;
     let hit = cx.compare(CompareDirection::Eq, rows, wide)?;
     cx.convert(hit, m.dtype)
 }
 
-/// LAPACK's row order from its 1-based `pivots` (`[batch.., n]`, data): the exchanges applied to
-/// `0..n` in turn, so `(P A)[r] = A[perm[r]]`. A pivot outside the matrix exchanges nothing.
-fn perm_from_pivots(cx: &mut Cx<'_>, m: &Square, pivots: ValueId) -> Result<ValueId> {
+/// LAPACK's row order from its 1-based `pivots` (`[batch.., k]`, data) for matrices of `n` rows:
+/// the exchanges applied to `0..n` in turn, so `(P A)[r] = A[perm[r]]`. A pivot outside the
+/// matrix exchanges nothing.
+fn perm_from_pivots(cx: &mut Cx<'_>, m: &Square, n: i64, pivots: ValueId) -> Result<ValueId> {
     let b = m.b();
-    let n = m.n;
+    let steps = cx.static_dim(pivots, b, "the pivots")?;
     let pivots = cx.convert(pivots, DType::I64)?;
     let pivots = cx.binary_scalar(BinaryOp::Subtract, pivots, Scalar::Int(1))?;
     let positions = iota(cx, m.shape(&[n]), b)?;
     let mut perm = positions;
-    for i in 0..n {
+    for i in 0..steps.min(n) {
         let target = cx.slice_dim(pivots, b, i, i + 1, 1)?;
         let target = cx.reshape(target, m.shape(&[]))?;
         let target = expand(cx, m, target, &[], &[n])?;
@@ -107,7 +120,7 @@ fn perm_from_pivots(cx: &mut Cx<'_>, m: &Square, pivots: ValueId) -> Result<Valu
 pub(super) fn linalg_lu(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     refuse_no_pivot(cx, args)?;
     let a = args.tensor("A")?;
-    let m = square(cx, a, "linalg.lu")?;
+    let (m, _, _) = matrices(cx, a, "linalg.lu")?;
     let lu = lu_factor(cx, &m, a)?;
     let (lower, upper) = unpack_triangles(cx, &m, lu.lu)?;
     let p = permutation_matrix(cx, &m, lu.perm)?;
@@ -119,12 +132,12 @@ pub(super) fn linalg_lu(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
 pub(super) fn lu_unpack(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let lu = args.tensor("LU_data")?;
     let pivots = args.tensor("LU_pivots")?;
-    let m = square(cx, lu, "lu_unpack")?;
+    let (m, rows, _) = matrices(cx, lu, "lu_unpack")?;
     let empty = |cx: &mut Cx<'_>| cx.literal(ttpu_ir::Literal::splat(m.dtype, &[0], Scalar::Int(0)));
     let (lower, upper) =
         if args.bool_or("unpack_data", true)? { unpack_triangles(cx, &m, lu)? } else { (empty(cx), empty(cx)) };
     let p = if args.bool_or("unpack_pivots", true)? {
-        let perm = perm_from_pivots(cx, &m, pivots)?;
+        let perm = perm_from_pivots(cx, &m, rows, pivots)?;
         permutation_matrix(cx, &m, perm)?
     } else {
         empty(cx)
@@ -145,7 +158,7 @@ pub(super) fn lu_solve(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let (lu, rhs, m) = broadcast_system(cx, lu, rhs, "linalg.lu_solve")?;
     let pivot_shape: Shape = m.shape(&[m.n]);
     let pivots = cx.broadcast_to(pivots, &pivot_shape)?;
-    let perm = perm_from_pivots(cx, &m, pivots)?;
+    let perm = perm_from_pivots(cx, &m, m.n, pivots)?;
     let solution = if !transpose_a {
         // A = P^T L U: X = U^-1 L^-1 (P B).
         let permuted = pick_rows(cx, &m, rhs, perm)?;

@@ -167,9 +167,9 @@ pub static NOTES: &[(&str, Note)] = &[
              returns `info` for the model to read)",
         ),
     ),
-    ("aten.linalg_lu_factor_ex.default", Note::Partial(LU_SQUARE)),
-    ("aten.linalg_lu.default", Note::Partial(LU_SQUARE)),
-    ("aten.lu_unpack.default", Note::Partial(LU_SQUARE)),
+    ("aten.linalg_lu_factor_ex.default", Note::Partial(LU_ANY)),
+    ("aten.linalg_lu.default", Note::Partial(LU_ANY)),
+    ("aten.lu_unpack.default", Note::Partial(LU_ANY)),
     ("aten.linalg_lu_solve.default", Note::Partial(LU_SQUARE)),
     ("aten.cholesky_solve.default", Note::Partial(LU_SQUARE)),
     ("aten.cholesky_inverse.default", Note::Partial(LU_SQUARE)),
@@ -221,6 +221,11 @@ pub static NOTES: &[(&str, Note)] = &[
     ("aten._upsample_bicubic2d_aa.default", Note::Partial(ANTIALIAS)),
     ("aten._upsample_bicubic2d_aa.vec", Note::Partial(ANTIALIAS)),
 ];
+
+/// The unrolled LU factorization of matrices of any shape.
+const LU_ANY: &str = "matrices (square, tall or wide) of a static size up to 64x64 (unrolled per column, \
+                      `min(m, n)` steps), float32 and float64; `pivot=False` is refused as on PyTorch's CPU, \
+                      `check_errors=True` (a run-time raise) too";
 
 /// The unrolled factorizations and solves of square matrices.
 const LU_SQUARE: &str = "square matrices of a static size up to 64x64 (unrolled per column), float32 and float64; \
