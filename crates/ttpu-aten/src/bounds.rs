@@ -175,3 +175,16 @@ pub fn check_graph(index: &TensorType, bound: &IndexBound, code: i32, first: boo
     let after = b.select(fails_first, this, before)?;
     Ok(b.finish(&[after]))
 }
+
+/// The program folding a later code (`after`, input 1) into an earlier one (`before`, input 0):
+/// the earlier failure stays the one reported.
+pub fn merge_graph() -> Result<Graph, InferError> {
+    let mut b = GraphBuilder::new();
+    let scalar = TensorType::new(DType::I32, Shape::from_static(&[]));
+    let before = b.input(scalar.clone(), Some("before".into()));
+    let after = b.input(scalar, Some("after".into()));
+    let zero = b.constant(Literal::splat(DType::I32, &[], Scalar::Int(0)));
+    let clean = b.compare(CompareDirection::Eq, before, zero)?;
+    let code = b.select(clean, after, before)?;
+    Ok(b.finish(&[code]))
+}

@@ -144,7 +144,7 @@ Notes that hold for every overload:
 - \"Supported\" means every variant PyTorch accepts decomposes, up to floating-point rounding, \
 for static sizes. With symbolic sizes, some decompositions need a dim to be static and say so \
 (the driver then compiles per size).
-- Out-of-range indices: on the ttpu device, `embedding`, `index_select`, `gather`, the scatters, `index`, `index_put`, `index_reduce` and `put` check their indices beside the call and raise PyTorch's `IndexError` at the next host read (as CUDA reports a device-side assert at the next synchronizing call). In a compiled program (`.fx`, `torch.compile`), which cannot raise, gathers clamp them and scatters drop them, where PyTorch raises an error.
+- Out-of-range indices: on the ttpu device and in `torch.compile` graphs, `embedding`, `index_select`, `gather`, the scatters, `index`, `index_put`, `index_reduce` and `put` check their indices beside the call and raise PyTorch's `IndexError` (`ttpu.TtpuIndexError`, also a `RuntimeError`) at the next host read, as CUDA reports a device-side assert at the next synchronizing call. An exported `.fx` program run by the driver has no such checks: its gathers clamp them and its scatters drop them, where PyTorch raises an error.
 - Values have no memory layout in the IR; the importer tracks PyTorch's layout of each node (strides and storage offset of views) for the ops that read memory (`as_strided`, `sym_stride`, `sym_storage_offset`), and refuses them where it does not know it.
 - Overloads outside the core set are listed only when they are supported or refused on purpose; most \
 of the others never reach the importer because `run_decompositions()` decomposes them.

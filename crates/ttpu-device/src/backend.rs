@@ -421,15 +421,30 @@ impl Backend {
     }
 
     /// Runs the pending work of every device. `reason` is counted in the statistics.
-    /// An index check that failed since the last read is raised here.
     pub fn synchronize(&self, reason: &str) -> Result<()> {
         for device in &self.inner.devices {
             self.flush(device, reason)?;
         }
+        Ok(())
+    }
+
+    /// Reads every device's index checks, after running their pending work: the first that
+    /// failed since the last read is the error. A host read does this for its device; a flush
+    /// alone ([`Backend::synchronize`]) does not, so that a flush inside a step (the optimizer
+    /// step's) does not wait for the device.
+    pub fn read_index_checks(&self) -> Result<()> {
         for device in &self.inner.devices {
+            if self.inner.checks.waiting(device.index())? {
+                self.flush(device, "index checks")?;
+            }
             self.read_checks(device.index())?;
         }
         Ok(())
+    }
+
+    /// The index checks of every device (`checks`).
+    pub(crate) fn checks(&self) -> &Checks {
+        &self.inner.checks
     }
 
     /// Reads device `at`'s index checks (after its pending work ran): the first that failed is
@@ -687,7 +702,7 @@ impl Backend {
                     let operands: Vec<&ttpu_eager::Tensor> = inputs.iter().collect();
                     let results = device.call(&entry.call, &operands)?;
                     let call = (flat.args.as_slice(), flat.kwargs.as_slice());
-                    self.inner.checks.record(device, flat.device, def, call, &flat.operands, &flat.values)?;
+                    self.checks().record(device, flat.device, def, call, &flat.operands, &flat.values)?;
                     return Ok((entry, results));
                 }
                 Lookup::Sizes(call) => {

@@ -18,15 +18,9 @@ use ttpu_ir::TensorType;
 
 use crate::{Error, Result};
 
-/// The checks of one device not read yet.
-#[derive(Default)]
-struct Pending {
-    /// 0 while every check passed, else the 1-based index in `messages` of the first that failed.
-    code: Option<ttpu_eager::Tensor>,
-    /// Each distinct failure's message; a check's code is its position, so this stays as small as
-    /// the set of (overload, range) pairs a program uses, however many steps run unread.
-    messages: IndexSet<String>,
-}
+/// The checks of one device not read yet: 0 while every check passed, else the 1-based index in
+/// [`Checks::messages`] of the first that failed.
+type Pending = Option<ttpu_eager::Tensor>;
 
 /// A built check: the index type, its range, its code and whether a code comes before it.
 #[derive(Clone, PartialEq, Eq, Hash)]
@@ -40,15 +34,29 @@ struct Key {
 /// Every device's pending checks and the check programs built so far.
 pub(crate) struct Checks {
     pending: Vec<Mutex<Pending>>,
+    /// Each distinct failure's message; a check's code is its position, so this stays as small as
+    /// the set of (overload, range) pairs the programs use, however many steps run unread.
+    messages: Mutex<IndexSet<String>>,
     graphs: Mutex<HashMap<Key, Arc<CallGraph>>>,
+    /// The program folding a compiled graph's code into a device's (`merge`).
+    merge: Mutex<Option<Arc<CallGraph>>>,
 }
 
 /// Check programs kept; past this the table starts over (rebuilding costs little).
 const MAX_GRAPHS: usize = 1024;
 
+/// Distinct failure messages kept with their own range; codes must stay valid while any pending
+/// code may hold them, so the set never shrinks.
+const MAX_MESSAGES: usize = 4096;
+
 impl Checks {
     pub(crate) fn new(devices: usize) -> Checks {
-        Checks { pending: (0..devices).map(|_| Mutex::default()).collect(), graphs: Mutex::default() }
+        Checks {
+            pending: (0..devices).map(|_| Mutex::default()).collect(),
+            messages: Mutex::default(),
+            graphs: Mutex::default(),
+            merge: Mutex::default(),
+        }
     }
 
     /// Records the checks of the call `def(*args, **kwargs)` on `device` (index `at`), whose
@@ -71,16 +79,66 @@ impl Checks {
                 continue;
             }
             let slot = self.pending.get(at).ok_or(Error::NoSuchDevice { index: at, count: self.pending.len() })?;
+            let code = self.code_of(def.name, bound.message(def.name))?;
             let mut pending = slot.lock()?;
-            let (position, _) = pending.messages.insert_full(bound.message(def.name));
-            let code = i32::try_from(position + 1).unwrap_or(i32::MAX);
-            let key = Key { index: operand.ty.clone(), bound, code, first: pending.code.is_none() };
+            let key = Key { index: operand.ty.clone(), bound, code, first: pending.is_none() };
             let graph = self.graph(def.name, key)?;
             let mut operands: Vec<&ttpu_eager::Tensor> = vec![value];
-            operands.extend(pending.code.as_ref());
+            operands.extend(pending.as_ref());
             let mut results = device.call(&graph, &operands)?;
-            pending.code = results.pop();
+            *pending = results.pop();
         }
+        Ok(())
+    }
+
+    /// The code of a check of a call of `op` failing with `message`. Past [`MAX_MESSAGES`] (a
+    /// program whose sizes change every step), new checks share one message per overload.
+    pub(crate) fn code_of(&self, op: &str, message: String) -> Result<i32> {
+        let mut messages = self.messages.lock()?;
+        let message = if messages.len() < MAX_MESSAGES || messages.contains(&message) {
+            message
+        } else {
+            format!("`{op}`: an index is out of range")
+        };
+        let (position, _) = messages.insert_full(message);
+        Ok(i32::try_from(position + 1).unwrap_or(i32::MAX))
+    }
+
+    /// The program of the check `bound` of an index of type `index` (a call of `op`), failing
+    /// with `code`; `first` when no code comes before it.
+    pub(crate) fn check(
+        &self,
+        op: &str,
+        index: &TensorType,
+        bound: IndexBound,
+        code: i32,
+        first: bool,
+    ) -> Result<Arc<CallGraph>> {
+        self.graph(op, Key { index: index.clone(), bound, code, first })
+    }
+
+    /// Folds `code`, computed by a compiled graph on device `at`, into the device's: the earlier
+    /// failure stays the one reported.
+    pub(crate) fn merge(&self, device: &ttpu_eager::Device, at: usize, code: ttpu_eager::Tensor) -> Result<()> {
+        let slot = self.pending.get(at).ok_or(Error::NoSuchDevice { index: at, count: self.pending.len() })?;
+        let mut pending = slot.lock()?;
+        let Some(before) = pending.as_ref() else {
+            *pending = Some(code);
+            return Ok(());
+        };
+        let graph = {
+            let mut merge = self.merge.lock()?;
+            match merge.as_ref() {
+                Some(graph) => graph.clone(),
+                None => {
+                    let graph = bounds::merge_graph()
+                        .map_err(|error| Error::Call { op: "index check".into(), message: error.to_string() })?;
+                    merge.insert(Arc::new(CallGraph::new(graph)?)).clone()
+                }
+            }
+        };
+        let mut results = device.call(&graph, &[before, &code])?;
+        *pending = results.pop();
         Ok(())
     }
 
@@ -102,7 +160,7 @@ impl Checks {
     /// Whether checks on device `at` wait to be read (their code runs with the pending work).
     pub(crate) fn waiting(&self, at: usize) -> Result<bool> {
         Ok(match self.pending.get(at) {
-            Some(slot) => slot.lock()?.code.is_some(),
+            Some(slot) => slot.lock()?.is_some(),
             None => false,
         })
     }
@@ -111,11 +169,11 @@ impl Checks {
     /// check's error, if one failed.
     pub(crate) fn read(&self, at: usize) -> Result<()> {
         let Some(slot) = self.pending.get(at) else { return Ok(()) };
-        let mut pending = slot.lock()?;
-        let Some(code) = pending.code.take() else { return Ok(()) };
+        let Some(code) = slot.lock()?.take() else { return Ok(()) };
         let code = code.item::<i32>()?;
         let failed = usize::try_from(code).ok().and_then(|code| code.checked_sub(1));
-        match failed.and_then(|index| pending.messages.get_index(index)) {
+        let messages = self.messages.lock()?;
+        match failed.and_then(|index| messages.get_index(index)) {
             Some(message) => Err(Error::IndexOutOfRange { message: message.clone() }),
             None if code == 0 => Ok(()),
             None => Err(Error::Call { op: "index check".into(), message: format!("an unknown code {code}") }),

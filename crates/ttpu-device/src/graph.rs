@@ -44,6 +44,8 @@ pub struct Recorder {
     values: Vec<(ValueId, Strides)>,
     inputs: usize,
     rng_states: Vec<ValueId>,
+    /// The index checks' code so far (`checks`), an extra output of the program.
+    code: Option<ValueId>,
 }
 
 /// A call of a recorder with its tensors numbered by operand, as the table numbers them.
@@ -62,6 +64,8 @@ pub struct Program {
     inputs: Vec<TensorType>,
     rng_states: usize,
     outputs: Vec<Meta>,
+    /// Whether its last result is the code of its index checks.
+    checked: bool,
 }
 
 impl Program {
@@ -85,6 +89,7 @@ impl Backend {
             values: Vec::new(),
             inputs: 0,
             rng_states: Vec::new(),
+            code: None,
         }
     }
 
@@ -128,7 +133,13 @@ impl Backend {
         values.extend(self.rng_states_on(device, program.rng_states)?);
         self.check_result_sizes("a compiled graph", device, program.call.graph())?;
         let operands: Vec<&ttpu_eager::Tensor> = values.iter().collect();
-        let results = self.eager_device(device)?.call(&program.call, &operands)?;
+        let eager = self.eager_device(device)?;
+        let mut results = eager.call(&program.call, &operands)?;
+        if program.checked
+            && let Some(code) = results.pop()
+        {
+            self.checks().merge(eager, device, code)?;
+        }
         results
             .into_iter()
             .zip(&program.outputs)
@@ -164,7 +175,33 @@ impl Recorder {
                 });
             }
         };
-        self.inline(op, &entry.family.template, &call)
+        let recorded = self.inline(op, &entry.family.template, &call)?;
+        self.check_indices(def, &call)?;
+        Ok(recorded)
+    }
+
+    /// Inlines the index checks of `call` (of `def`), folding them into the program's code.
+    fn check_indices(&mut self, def: &'static ttpu_aten::ops::OpDef, call: &Renumbered) -> Result<()> {
+        for bound in ttpu_aten::bounds::index_bounds(def, &call.args, &call.kwargs, &call.operands) {
+            let (Some(operand), Some(&value)) = (call.operands.get(bound.operand), call.values.get(bound.operand))
+            else {
+                continue;
+            };
+            if operand.ty.shape.as_static().is_some_and(|dims| dims.contains(&0)) {
+                continue;
+            }
+            let checks = self.backend.checks();
+            let code = checks.code_of(def.name, bound.message(def.name))?;
+            let graph = checks.check(def.name, &operand.ty, bound, code, self.code.is_none())?;
+            let mut args = vec![self.values[value].0];
+            args.extend(self.code);
+            let results = self
+                .builder
+                .inline(graph.graph(), &args)
+                .map_err(|error| Error::Call { op: def.name.to_string(), message: error.to_string() })?;
+            self.code = results.first().copied();
+        }
+        Ok(())
     }
 
     /// Records a call of the user kernel `kernel` (a custom op, the overload `op`) on `args` and
@@ -278,8 +315,10 @@ impl Recorder {
         let inputs: Vec<TensorType> =
             self.values[..self.inputs].iter().map(|(value, _)| self.builder.ty(*value).clone()).collect();
         let rng_states = self.rng_states.len();
+        let checked = self.code.is_some();
+        results.extend(self.code);
         let graph = self.builder.finish(&results);
-        Ok(Program { call: CallGraph::new(graph)?, inputs, rng_states, outputs: metas })
+        Ok(Program { call: CallGraph::new(graph)?, inputs, rng_states, outputs: metas, checked })
     }
 }
 

@@ -473,7 +473,9 @@ fn an_index_out_of_range_is_raised_at_the_next_host_read() {
     };
     assert_eq!(values(&backend, &at(&[-2, 1])), vec![0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
     let rows = at(&[-3]);
-    let error = backend.synchronize("test").unwrap_err().to_string();
+    // A flush alone (the optimizer step's) reads nothing back; reading the checks raises.
+    backend.synchronize("test").unwrap();
+    let error = backend.read_index_checks().unwrap_err().to_string();
     assert!(
         error.contains(
             "`aten.index.Tensor`: an index is out of bounds for dimension 1 with size 2 (the valid range is [-2, 2))"
@@ -490,4 +492,36 @@ fn an_index_out_of_range_is_raised_at_the_next_host_read() {
     assert!(error.contains("`aten.gather.default`: an index is out of bounds for dimension 0 with size 3"), "{error}");
     // The checks' reads are counted.
     assert!(backend.stats().unwrap().to_host.get("index checks").copied().unwrap_or(0) >= 4);
+}
+
+#[test]
+fn a_compiled_graph_checks_its_indices_too() {
+    use ttpu_device::{Arg, Recorded, Strides};
+    let backend = backend();
+    let mut recorder = backend.recorder();
+    let weight = recorder.input(DType::F32, Strides::contiguous(&[3, 2])).unwrap() as usize;
+    let ids = recorder.input(DType::I64, Strides::contiguous(&[2])).unwrap() as usize;
+    let rows = match recorder.call("aten.embedding.default", &[Arg::Tensor(weight), Arg::Tensor(ids)], &[]).unwrap() {
+        Recorded::Value(index, ..) => index,
+        other => panic!("{other:?}"),
+    };
+    let program = recorder.finish(&[rows]).unwrap();
+    assert_eq!(program.outputs().len(), 1, "the checks' code is not one of the graph's results");
+    let weights = backend.upload(0, &f32s(&[0.0, 1.0, 2.0, 3.0, 4.0, 5.0], &[3, 2])).unwrap();
+    let run = |ids: &[i64]| {
+        let ids = backend.upload(0, &i64s(ids, &[2])).unwrap();
+        backend.run_program(&program, &[weights.clone(), ids]).unwrap().remove(0)
+    };
+    assert_eq!(values(&backend, &run(&[2, 1])), vec![4.0, 5.0, 2.0, 3.0]);
+    // The first failure is reported, whether it came from an eager call or a compiled graph.
+    let bad = run(&[1, 3]);
+    let gather = op(&backend, "aten.index_select.default", OpKind::Functional);
+    let ids = backend.upload(0, &i64s(&[-1], &[1])).unwrap();
+    let _later = call(&backend, gather, vec![Value::Tensor(weights.clone()), Value::Int(0), Value::Tensor(ids)]);
+    let error = backend.read(&bad, "test").unwrap_err().to_string();
+    assert!(
+        error.contains("`aten.embedding.default`: an index is out of bounds for dimension 0 with size 3"),
+        "{error}"
+    );
+    assert_eq!(values(&backend, &run(&[0, 0])), vec![0.0, 1.0, 0.0, 1.0]);
 }

@@ -237,11 +237,35 @@ pub(crate) fn device_upload<'py>(
     tensor_tuple(py, tensor)
 }
 
-/// A host read's error: an index check that failed is PyTorch's `IndexError`, as its CPU kernels
-/// raise it.
+/// `ttpu.TtpuIndexError`, made once: an `IndexError` (what PyTorch's CPU kernels raise for most
+/// index checks) that is also a `TtpuError`, so a `RuntimeError` (what `gather` and the scatters
+/// raise).
+static INDEX_ERROR: OnceLock<Py<PyAny>> = OnceLock::new();
+
+pub(crate) fn index_error_class(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+    if let Some(class) = INDEX_ERROR.get() {
+        return Ok(class.bind(py).clone());
+    }
+    let bases = PyTuple::new(
+        py,
+        [py.get_type::<pyo3::exceptions::PyIndexError>().into_any(), py.get_type::<crate::TtpuError>().into_any()],
+    )?;
+    let namespace = PyDict::new(py);
+    namespace.set_item("__module__", "ttpu")?;
+    namespace.set_item("__doc__", "An index out of range, found by the device's check at a host read.")?;
+    let class = py.import("builtins")?.getattr("type")?.call1(("TtpuIndexError", bases, namespace))?;
+    Ok(INDEX_ERROR.get_or_init(|| class.unbind()).bind(py).clone())
+}
+
+/// A host read's error: an index check that failed is [`index_error_class`]'s.
 fn read_error(failure: ttpu_device::Error) -> PyErr {
     match failure {
-        ttpu_device::Error::IndexOutOfRange { .. } => pyo3::exceptions::PyIndexError::new_err(failure.to_string()),
+        ttpu_device::Error::IndexOutOfRange { .. } => {
+            Python::attach(|py| match index_error_class(py).and_then(|class| class.call1((failure.to_string(),))) {
+                Ok(raised) => PyErr::from_value(raised),
+                Err(error) => error,
+            })
+        }
         other => error(other),
     }
 }
@@ -287,11 +311,17 @@ pub(crate) fn device_storage(handle: &Bound<'_, PyAny>) -> PyResult<(u64, i64)> 
     Ok((tensor.storage_id().map_err(error)?, tensor.storage_numel().map_err(error)?))
 }
 
-/// Runs all pending work; `reason` is counted in the statistics.
+/// Runs all pending work; `reason` is counted in the statistics. With `check` (a user's
+/// synchronizing call, not a flush of the device's own), an index check that failed is raised.
 #[pyfunction]
-pub(crate) fn device_synchronize(py: Python<'_>, reason: &str) -> PyResult<()> {
+#[pyo3(signature = (reason, check = false))]
+pub(crate) fn device_synchronize(py: Python<'_>, reason: &str, check: bool) -> PyResult<()> {
     let backend = backend()?;
-    py.detach(|| backend.synchronize(reason)).map_err(read_error)
+    py.detach(|| {
+        backend.synchronize(reason)?;
+        if check { backend.read_index_checks() } else { Ok(()) }
+    })
+    .map_err(read_error)
 }
 
 /// Sets the execution mode: `defer_and_fuse`, `defer_never` or `defer_never_blocking`.

@@ -300,6 +300,7 @@ fn configured_plugin() -> Option<String> {
 #[pymodule]
 fn _ttpu(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add("TtpuError", module.py().get_type::<TtpuError>())?;
+    module.add("TtpuIndexError", device::index_error_class(module.py())?)?;
     module.add_class::<Model>()?;
     module.add_function(wrap_pyfunction!(load, module)?)?;
     module.add_function(wrap_pyfunction!(lower, module)?)?;

@@ -173,3 +173,18 @@ def test_buffers_the_graph_updates_follow_pytorch(no_fallback):
             assert_matches(compiled(x), reference(x), f"step {step}")
     for (name, got), (_, want) in zip(model.named_buffers(), reference.named_buffers()):
         assert_matches(got, want, name)
+
+
+def test_an_index_out_of_range_in_a_compiled_graph_raises_as_pytorch_does(no_fallback):
+    torch.manual_seed(0)
+    embedding = nn.Embedding(5, 3)
+    compiled = torch.compile(embedding, backend="ttpu")
+    ok = torch.tensor([0, 4])
+    with torch.no_grad():
+        assert_matches(compiled(ok), embedding(ok))
+        with pytest.raises(IndexError):
+            embedding(torch.tensor([1, 5]))
+        # The graph's results are read back to the CPU: the read raises instead of a clamped row.
+        with pytest.raises(ttpu.TtpuIndexError, match="`aten.embedding.default`: an index is out of bounds"):
+            compiled(torch.tensor([1, 5]))
+        assert_matches(compiled(ok), embedding(ok))

@@ -158,7 +158,9 @@ def test_every_dtype_round_trips_and_casts(dtype):
     assert on_device.dtype == dtype
     back = on_device.cpu()
     assert back.dtype == dtype and torch.equal(back, values)
-    assert torch.equal(on_device.to(torch.float64).cpu(), values.to(torch.float64))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # PyTorch warns that a complex cast discards the imaginary part
+        assert torch.equal(on_device.to(torch.float64).cpu(), values.to(torch.float64))
     assert torch.equal(torch.zeros(2, dtype=dtype, device="ttpu").cpu(), torch.zeros(2, dtype=dtype))
 
 
@@ -187,11 +189,12 @@ def test_an_index_out_of_range_raises_index_error_at_the_next_host_read():
     ]
     for fn, bad in cases:
         index = torch.tensor(bad)
-        with pytest.raises(IndexError):
-            fn(weight, index)  # PyTorch raises at once ...
+        with pytest.raises((IndexError, RuntimeError)) as raised:
+            fn(weight, index)  # PyTorch raises at once (IndexError, or RuntimeError from gather) ...
         result = fn(on_device, index.to("ttpu"))  # ... the device at the next host read,
-        with pytest.raises(IndexError, match="index out of range on the ttpu device"):
+        with pytest.raises(ttpu.TtpuIndexError, match="index out of range on the ttpu device") as error:
             result.cpu()
+        assert isinstance(error.value, raised.type), "the device's error is caught as PyTorch's is"
         # ... once: later work is not blamed for it.
         assert torch.equal(F.embedding(ids.to("ttpu"), on_device).cpu(), F.embedding(ids, weight))
     # Negative indices PyTorch accepts stay accepted.

@@ -32,11 +32,12 @@ from ._accuracy import capture_intermediates, debug_accuracy
 from ._convert import is_numpy_array, is_torch_tensor, to_numpy, to_torch, to_wire
 from ._kernels import register_kernel, registered_kernels
 from ._profile import profile, record
-from ._ttpu import TtpuError
+from ._ttpu import TtpuError, TtpuIndexError
 
 __all__ = [
     "Compiled",
     "TtpuError",
+    "TtpuIndexError",
     "allow_cpu_fallback",
     "capture_intermediates",
     "debug_accuracy",

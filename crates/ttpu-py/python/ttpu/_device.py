@@ -832,7 +832,7 @@ class _Stream:
         return event
 
     def synchronize(self):
-        _ttpu.device_synchronize("stream synchronize")
+        _ttpu.device_synchronize("stream synchronize", check=True)
 
     def query(self):
         return True
@@ -866,7 +866,7 @@ class _Event:
         return True
 
     def synchronize(self):
-        _ttpu.device_synchronize("event synchronize")
+        _ttpu.device_synchronize("event synchronize", check=True)
 
 
 class _DeviceModule:
@@ -904,7 +904,7 @@ class _DeviceModule:
         return f"ttpu ({_PLATFORM[0]})"
 
     def synchronize(self, device=None) -> None:
-        _ttpu.device_synchronize("synchronize")
+        _ttpu.device_synchronize("synchronize", check=True)
 
     def manual_seed(self, seed) -> None:
         _ttpu.device_manual_seed(int(seed) & 0xFFFF_FFFF_FFFF_FFFF)
