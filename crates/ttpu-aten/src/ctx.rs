@@ -107,6 +107,9 @@ pub struct Cx<'a> {
     /// For a node with several results: the annotations of the `getitem` nodes that read them,
     /// by result index (where one does), the only place the export prints their sizes.
     pub annotated_elements: Vec<Option<TensorType>>,
+    /// Whether every result reaches the caller (an eager call, whose results are all returned),
+    /// rather than only those a `getitem` reads ([`Cx::result_read`]).
+    pub every_result_read: bool,
     /// The annotation of a node whose result is a symbolic int (`Sym(u0)`), folded.
     pub annotated_sym: Option<SymExpr>,
     /// The symbols of input dims; any other symbol is one the data decides (PyTorch's unbacked
@@ -155,6 +158,12 @@ pub use ttpu_torch::graph::keepdim_shape;
 pub use ttpu_torch::promote::opmath;
 
 impl Cx<'_> {
+    /// Whether the current node's result `index` is read: a result a decomposition cannot make
+    /// exact (a singular vector's sign, an unstable sort's index) is refused only where it is.
+    pub fn result_read(&self, index: usize) -> bool {
+        self.every_result_read || self.annotated_elements.get(index).is_some_and(Option::is_some)
+    }
+
     /// The size the data decides at dim `dim` of the current node's result (`element` of a
     /// multi-output node, read from the `getitem` that selects it; the first candidate that has an
     /// annotation decides). A symbol without a value is computed with `count` (an `i64` scalar)
@@ -576,8 +585,15 @@ impl Cx<'_> {
 
     /// Reduces `dims` (any order); no node when there is nothing to reduce.
     pub fn reduce(&mut self, value: ValueId, kind: ReduceKind, dims: &[usize]) -> Result<ValueId> {
+        let dims = self.scalar_dims(value, dims);
         let built = ttpu_torch::graph::reduce(&mut self.b, value, kind, dims);
         self.ok(built)
+    }
+
+    /// `dims` of `value`, none for a 0-dim tensor: PyTorch takes dim 0 (or -1) of a 0-dim tensor
+    /// as the tensor itself ([`Cx::norm_dim`] wraps over one dim), so reducing it is the identity.
+    fn scalar_dims<'d>(&self, value: ValueId, dims: &'d [usize]) -> &'d [usize] {
+        if self.rank(value) == 0 { &[] } else { dims }
     }
 
     /// A `Max`/`Min` reduction over `dims` that is NaN wherever its group holds a NaN, as in
@@ -596,6 +612,7 @@ impl Cx<'_> {
 
     /// Reduces `dims` and keeps them as size 1 when `keepdim`.
     pub fn reduce_keep(&mut self, value: ValueId, kind: ReduceKind, dims: &[usize], keepdim: bool) -> Result<ValueId> {
+        let dims = self.scalar_dims(value, dims);
         let built = ttpu_torch::graph::reduce_keep(&mut self.b, value, kind, dims, keepdim);
         self.ok(built)
     }

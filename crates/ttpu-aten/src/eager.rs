@@ -464,6 +464,8 @@ fn build_once(
         annotated: None,
         input_layouts: Vec::new(),
         annotated_elements: Vec::new(),
+        // Every result of an eager call is returned to the caller, which may read it.
+        every_result_read: true,
         annotated_sym: None,
         input_symbols: HashSet::new(),
         pending: Vec::new(),

@@ -183,6 +183,13 @@ fn value(py: Python<'_>, device: &Device, object: &Bound<'_, PyAny>) -> PyResult
         }
     }
     let type_name = object.get_type().name()?.to_string();
+    if type_name == "dtype" {
+        // A `torch.dtype` the IR has no type for (`complex32`, the float8 and sub-byte types).
+        return Err(pyo3::exceptions::PyNotImplementedError::new_err(format!(
+            "ttpu: {} is not supported on the ttpu device (docs/ops.md lists the dtypes the op table has)",
+            object.str()?
+        )));
+    }
     if type_name == "Tensor" || type_name == "Parameter" || object.hasattr("__torch_function__")? {
         let (buffer, dtype, shape): (PyBuffer<u8>, String, Vec<i64>) =
             device.host_of.bind(py).call1((object,))?.extract()?;

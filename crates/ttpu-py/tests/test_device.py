@@ -213,6 +213,64 @@ def test_a_complex_tensor_cast_to_a_real_dtype_keeps_its_real_part():
     assert torch.equal(got, want) and torch.equal(real.cpu(), want)
 
 
+def test_results_no_rule_decides_are_refused_not_made_up():
+    torch.manual_seed(0)
+    a = torch.randn(4, 4)
+    s = a + a.T
+    x = s.to("ttpu")
+    # Values are computed; vectors, whose signs LAPACK picks by the course of its algorithm, and an
+    # unstable sort's index are refused, since every result of an eager call reaches the caller.
+    torch.testing.assert_close(torch.linalg.eigvalsh(x).cpu(), torch.linalg.eigvalsh(s))
+    torch.testing.assert_close(torch.linalg.svdvals(x).cpu(), torch.linalg.svdvals(s))
+    with pytest.raises(RuntimeError, match="reading the eigenvectors of linalg.eigh is refused"):
+        torch.linalg.eigh(x)
+    with pytest.raises(RuntimeError, match="reading the left singular vectors of linalg.svd is refused"):
+        torch.linalg.svd(x)
+    long_row = torch.tensor([1.0, 2.0] * 10)
+    with pytest.raises(RuntimeError, match="the index of mode along a dim of 20 is refused"):
+        torch.mode(long_row.to("ttpu"))
+
+
+def test_edge_cases_the_operator_sweep_found():
+    # A 0-dim tensor reduced over dim 0 (or -1) is itself.
+    z = torch.tensor(-3.0)
+    assert torch.linalg.vector_norm(z.to("ttpu"), dim=0).item() == torch.linalg.vector_norm(z, dim=0).item()
+    assert torch.sum(z.to("ttpu"), dim=-1).item() == -3.0
+    # searchsorted in an empty sequence (sorted by an empty sorter) is all zeros.
+    seq, values, sorter = torch.empty(0), torch.tensor([1.0, 2.0]), torch.empty(0, dtype=torch.int64)
+    got = torch.searchsorted(seq.to("ttpu"), values.to("ttpu"), sorter=sorter.to("ttpu")).cpu()
+    assert torch.equal(got, torch.searchsorted(seq, values, sorter=sorter))
+    # Batch norm in eval mode saves empty statistics, as on the CPU.
+    x, mean, var = torch.randn(3, 2, 4), torch.randn(2), torch.rand(2) + 0.5
+    op = torch.ops.aten._native_batch_norm_legit
+    want = op(x, None, None, mean, var, False, 0.1, 1e-5)
+    got = op(x.to("ttpu"), None, None, mean.to("ttpu"), var.to("ttpu"), False, 0.1, 1e-5)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape
+        torch.testing.assert_close(g.cpu(), w)
+    # A dtype the device has no type for is refused by name.
+    with pytest.raises(NotImplementedError, match="torch.complex32 is not supported on the ttpu device"):
+        torch.ones(2, device="ttpu").to(torch.complex32)
+    # PyTorch's decomposition of the CPU flash attention returns the weights where the kernel returns
+    # the logsumexp: the call is refused, not answered with the wrong shape.
+    q = torch.randn(1, 1, 2, 4, device="ttpu")
+    with pytest.raises(NotImplementedError, match="_scaled_dot_product_flash_attention_for_cpu"):
+        torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, q, q)
+
+
+def test_an_unsupported_call_in_the_backward_pass_is_raised_at_the_next_call():
+    # `_cdist_backward` has no decomposition; raising inside PyTorch's C++ backward node on the
+    # device's thread would abort the process, so the error waits for the next call.
+    a = torch.randn(2, 3, 2, device="ttpu", requires_grad=True)
+    b = torch.randn(2, 4, 2, device="ttpu")
+    torch.cdist(a, b).sum().backward()
+    assert a.grad is not None and a.grad.shape == a.shape
+    with pytest.raises(NotImplementedError, match=r"`aten._cdist_backward.default` is not supported.*inside the backward pass"):
+        a.grad.cpu()
+    # Raised once: the device goes on.
+    assert (torch.ones(2, device="ttpu") * 2).tolist() == [2.0, 2.0]
+
+
 def test_mixing_devices_is_an_error_as_with_cuda():
     x = torch.ones(3, device="ttpu")
     with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device, but found at least two devices, ttpu:0 and cpu"):

@@ -13,7 +13,7 @@
 
 use smallvec::SmallVec;
 use ttpu_ir::{
-    BinaryOp, CompareDirection, DType, GatherDims, Literal, ReduceKind, Scalar, ScatterDims, ScatterKind, Shape,
+    BinaryOp, CompareDirection, DType, Dim, GatherDims, Literal, ReduceKind, Scalar, ScatterDims, ScatterKind, Shape,
     TensorType, ValueId,
 };
 
@@ -120,6 +120,17 @@ pub(super) fn gather_points(cx: &mut Cx<'_>, x: ValueId, points: ValueId) -> Res
         sizes.push(cx.static_dim(x, dim, "gathering")?);
     }
     let rest = sizes.len() - k;
+    if (0..k).any(|dim| cx.shape(x).dims().get(dim) == Some(&Dim::Static(0))) {
+        // Nothing to gather from (a slice of size 1 does not fit an empty dim): the result is
+        // empty, or every index is out of range (which PyTorch raises and the device's checks
+        // report), so zeros of the result's shape.
+        let shape: Shape = cx.shape(points).dims()[..batch]
+            .iter()
+            .cloned()
+            .chain(sizes[k..].iter().map(|&size| Dim::Static(size)))
+            .collect();
+        return cx.splat(cx.dtype(x), Scalar::Int(0), &shape);
+    }
     let dims = GatherDims {
         offset_dims: (batch..batch + rest).map(|dim| dim as i64).collect(),
         collapsed_slice_dims: (0..k as i64).collect(),

@@ -313,7 +313,7 @@ fn sorted(cx: &mut Cx<'_>, values: ValueId, descending: bool) -> Result<ValueId>
 
 /// Refuses reading element `index` of the node's results (a basis LAPACK chooses).
 fn refuse_read(cx: &Cx<'_>, index: usize, what: &str) -> Result<()> {
-    if cx.annotated_elements.get(index).is_some_and(Option::is_some) {
+    if cx.result_read(index) {
         return Err(cx.bad(format!(
             "reading {what} is refused: each is unique only up to its sign (a repeated value's basis up to a \
              rotation), which LAPACK fixes by the course of its own algorithm; the values, and what does not \

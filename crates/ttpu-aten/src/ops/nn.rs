@@ -662,18 +662,12 @@ pub(super) fn batch_norm_legit(cx: &mut Cx<'_>, args: &Args) -> Result<Imported>
 pub(super) fn batch_norm_functional(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let (running_mean, running_var) = (args.tensor("running_mean")?, args.tensor("running_var")?);
     if !args.bool_or("training", false)? {
-        let Imported::Tensor(out) = batch_norm_inference(cx, args)? else {
-            return Err(cx.bad("batch norm in eval mode gave no tensor"));
+        // (out, empty, empty) from inference, then the running statistics unchanged.
+        let Imported::Tuple(mut results) = batch_norm_inference(cx, args)? else {
+            return Err(cx.bad("batch norm in eval mode gave no results"));
         };
-        let stats = batch_norm_stats_dtype(cx, args)?;
-        let empty = cx.b.constant(Literal::splat(stats, &[0], Scalar::Float(0.0)));
-        return Ok(Imported::Tuple(vec![
-            Imported::Tensor(out),
-            Imported::Tensor(empty),
-            Imported::Tensor(empty),
-            Imported::Tensor(running_mean),
-            Imported::Tensor(running_var),
-        ]));
+        results.extend([Imported::Tensor(running_mean), Imported::Tensor(running_var)]);
+        return Ok(Imported::Tuple(results));
     }
     batch_norm_update(cx, args)
 }

@@ -140,7 +140,7 @@ pub(super) fn mode(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let (x, dim) = row_view(cx, original, args.int_or("dim", -1)?)?;
     let keepdim = args.bool_or("keepdim", false)?;
     let size = check(cx, x, dim, "mode")?;
-    if size > MODE_ORDERED_ROW && cx.annotated_elements.get(1).is_some_and(Option::is_some) {
+    if size > MODE_ORDERED_ROW && cx.result_read(1) {
         return Err(cx.bad(format!(
             "the index of mode along a dim of {size} is refused: PyTorch's CPU kernel sorts rows of more than \
              {MODE_ORDERED_ROW} with an unstable sort, so which index of the most frequent value it returns follows \

@@ -36,6 +36,7 @@ pub(crate) fn import(program: &Program, options: &ImportOptions) -> Result<Modul
             annotated: None,
             input_layouts: Vec::new(),
             annotated_elements: Vec::new(),
+            every_result_read: false,
             annotated_sym: None,
             input_symbols: HashSet::new(),
             pending: Vec::new(),

@@ -121,6 +121,8 @@ class TtpuTensor(torch.Tensor):
 
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        if _DEFERRED[0] is not None and torch._C._current_graph_task_id() == -1:
+            _raise_deferred()
         first = args[0] if args else None
         if (first._h is None) if type(first) is TtpuTensor else _traced_call(args, kwargs):
             return _traced(func, args, kwargs or {})
@@ -133,7 +135,14 @@ class TtpuTensor(torch.Tensor):
         if handler is None:
             handler = _handler(func)
         kwargs = kwargs or {}
-        result = handler(args, kwargs)
+        try:
+            result = handler(args, kwargs)
+        except Exception as error:
+            # PyTorch's autograd engine aborts the process when a call its C++ backward nodes
+            # make on the device's thread raises; the error waits for the next call instead.
+            if torch._C._current_graph_task_id() == -1:
+                raise
+            result = _deferred(error, func, args, kwargs)
         if OBSERVERS:
             for observer in OBSERVERS:
                 observer(func, args, kwargs, result)
@@ -302,7 +311,57 @@ def _wrap(result):
 
 def _read(tensor: TtpuTensor, reason: str) -> torch.Tensor:
     """The tensor's value as a CPU tensor (a host read: pending work runs first)."""
+    if _DEFERRED[0] is not None and torch._C._current_graph_task_id() == -1:
+        _raise_deferred()
     return to_torch(_ttpu.device_read(tensor._h, reason))
+
+
+# An error a call raised inside the backward pass, raised at the next call or host read outside
+# it (see `_deferred`).
+_DEFERRED: list = [None]
+
+
+def _deferred(error: Exception, func, args, kwargs):
+    """Results of the shapes `func` gives (zeros) for a call that raised `error` inside the
+    backward pass, where raising would abort the process (PyTorch's engine cannot carry an error
+    out of a C++ node on the device's thread); `error` is raised at the next call or host read,
+    as CUDA reports an error at the next synchronizing call. Where even the shapes cannot be
+    had, the error is raised at once."""
+    def meta(value):
+        if isinstance(value, torch.Tensor):
+            return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="meta")
+        if isinstance(value, (list, tuple)):
+            return type(value)(meta(item) for item in value)
+        return value
+
+    device = next((value.device for value in args if isinstance(value, TtpuTensor)), torch.device("ttpu", 0))
+    try:
+        shapes = func(*meta(list(args)), **{key: meta(value) for key, value in kwargs.items()})
+    except Exception:
+        raise error from None
+
+    def zeros(value):
+        if isinstance(value, torch.Tensor):
+            return torch.zeros(value.shape, dtype=value.dtype, device=device)
+        if isinstance(value, (list, tuple)):
+            return type(value)(zeros(item) for item in value)
+        return value
+
+    if _DEFERRED[0] is None:
+        _DEFERRED[0] = error
+    return zeros(shapes)
+
+
+def _raise_deferred():
+    error, _DEFERRED[0] = _DEFERRED[0], None
+    try:
+        raised = type(error)(
+            f"{error} (raised inside the backward pass, where PyTorch's autograd engine cannot carry an "
+            "error out of the device's thread; the gradients of that pass are not valid)"
+        )
+    except Exception:
+        raise error from None
+    raise raised from error
 
 
 def _host_of(tensor: torch.Tensor):
@@ -500,6 +559,12 @@ def _inplace_view(func, op):
 _DECOMPOSITIONS: dict = {}
 _DECOMPOSED: dict = {}
 
+# PyTorch decompositions that do not compute their overload's results, left out so that a call
+# is refused rather than answered wrongly: PyTorch 2.15's `_scaled_dot_product_flash_attention_for_cpu`
+# returns the attention weights (`[B, H, L, S]`) where the kernel returns the logsumexp
+# (`[B, H, L]`).
+_WRONG_DECOMPOSITIONS = ("aten._scaled_dot_product_flash_attention_for_cpu.default",)
+
 
 def _decomposition(func):
     """PyTorch's own decomposition of ``func`` (the one ``run_decompositions()`` applies before
@@ -509,6 +574,8 @@ def _decomposition(func):
 
         _DECOMPOSITIONS.update(decomposition_table)
         _DECOMPOSITIONS.update(core_aten_decompositions())
+        for name in _WRONG_DECOMPOSITIONS:
+            _DECOMPOSITIONS.pop(_op_named(name), None)
     return _DECOMPOSITIONS.get(func)
 
 
@@ -904,6 +971,8 @@ class _DeviceModule:
         return f"ttpu ({_PLATFORM[0]})"
 
     def synchronize(self, device=None) -> None:
+        if _DEFERRED[0] is not None:
+            _raise_deferred()
         _ttpu.device_synchronize("synchronize", check=True)
 
     def manual_seed(self, seed) -> None:
