@@ -222,10 +222,15 @@ def test_results_no_rule_decides_are_refused_not_made_up():
     # unstable sort's index are refused, since every result of an eager call reaches the caller.
     torch.testing.assert_close(torch.linalg.eigvalsh(x).cpu(), torch.linalg.eigvalsh(s))
     torch.testing.assert_close(torch.linalg.svdvals(x).cpu(), torch.linalg.svdvals(s))
+    torch.testing.assert_close(torch.linalg.eigh(x).eigenvalues.cpu(), torch.linalg.eigh(s).eigenvalues)
+    torch.testing.assert_close(torch.linalg.svd(x).S.cpu(), torch.linalg.svd(s).S)
+    # The vectors come back as placeholders that refuse to be read or used.
+    vectors = torch.linalg.eigh(x).eigenvectors
+    assert vectors.shape == (4, 4)
     with pytest.raises(RuntimeError, match="reading the eigenvectors of linalg.eigh is refused"):
-        torch.linalg.eigh(x)
+        vectors.cpu()
     with pytest.raises(RuntimeError, match="reading the left singular vectors of linalg.svd is refused"):
-        torch.linalg.svd(x)
+        torch.linalg.svd(x).U @ x
     long_row = torch.tensor([1.0, 2.0] * 10)
     with pytest.raises(RuntimeError, match="the index of mode along a dim of 20 is refused"):
         torch.mode(long_row.to("ttpu"))

@@ -135,6 +135,9 @@ class TtpuTensor(torch.Tensor):
         if handler is None:
             handler = _handler(func)
         kwargs = kwargs or {}
+        if _ANY_REFUSED[0]:
+            _check_refused(args)
+            _check_refused(kwargs.values())
         try:
             result = handler(args, kwargs)
         except Exception as error:
@@ -313,6 +316,8 @@ def _read(tensor: TtpuTensor, reason: str) -> torch.Tensor:
     """The tensor's value as a CPU tensor (a host read: pending work runs first)."""
     if _DEFERRED[0] is not None and torch._C._current_graph_task_id() == -1:
         _raise_deferred()
+    if getattr(tensor, "_refused", None):
+        raise RuntimeError(tensor._refused)
     return to_torch(_ttpu.device_read(tensor._h, reason))
 
 
@@ -327,13 +332,7 @@ def _deferred(error: Exception, func, args, kwargs):
     out of a C++ node on the device's thread); `error` is raised at the next call or host read,
     as CUDA reports an error at the next synchronizing call. Where even the shapes cannot be
     had, the error is raised at once."""
-    def meta(value):
-        if isinstance(value, torch.Tensor):
-            return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="meta")
-        if isinstance(value, (list, tuple)):
-            return type(value)(meta(item) for item in value)
-        return value
-
+    meta = _meta
     device = next((value.device for value in args if isinstance(value, TtpuTensor)), torch.device("ttpu", 0))
     try:
         shapes = func(*meta(list(args)), **{key: meta(value) for key, value in kwargs.items()})
@@ -430,6 +429,8 @@ def _handler(func):
     """The handler of ``func``: its special one (reads, copies between devices), else the
     generic one its schema gives."""
     special = _SPECIAL.get(func)
+    if special is None and func in _UNREADABLE:
+        special = _without_unreadable(func)
     if special is None and func.namespace in NAMESPACE_HANDLERS:
         special = NAMESPACE_HANDLERS[func.namespace](func)
     handler = special if special is not None else _generic(func)
@@ -786,6 +787,69 @@ def _set_(args, kwargs):
 
 def _lift_fresh(args, kwargs):
     return args[0]
+
+
+# Results the op table refuses to make up (their value follows no rule another algorithm can
+# reproduce), by overload: the flag that asks for them and, by result index, what they are.
+# PyTorch asks for them whenever a tensor subclass is involved (`eigvalsh` calls `_linalg_eigh`
+# with `compute_v=True` on the device), so the call runs without them and they come back as
+# placeholders that refuse to be read or used (`_refused`).
+_UNREADABLE = {
+    aten._linalg_eigh.default: ("compute_v", 2, {1: "the eigenvectors of linalg.eigh"}),
+    aten._linalg_svd.default: (
+        "compute_uv",
+        3,
+        {0: "the left singular vectors of linalg.svd", 2: "the right singular vectors of linalg.svd"},
+    ),
+}
+_ANY_REFUSED = [False]
+
+
+def _without_unreadable(func):
+    flag, position, unreadable = _UNREADABLE[func]
+    generic = _generic(func)
+
+    def handler(args, kwargs):
+        asked = kwargs.get(flag, args[position] if len(args) > position else True)
+        if not asked:
+            return generic(args, kwargs)
+        args = list(args)
+        if len(args) > position:
+            args[position] = False
+        else:
+            kwargs = {**kwargs, flag: False}
+        results = list(generic(tuple(args), kwargs))
+        shapes = func(*[_meta(value) for value in args[:position]], **{k: _meta(v) for k, v in kwargs.items() if k != flag})
+        for index, what in unreadable.items():
+            placeholder = torch.zeros(shapes[index].shape, dtype=shapes[index].dtype, device=results[0].device)
+            placeholder._refused = (
+                f"ttpu: reading {what} is refused: each is unique only up to its sign (a repeated value's basis "
+                "up to a rotation), which LAPACK fixes by the course of its own algorithm; the values, and what "
+                "does not depend on that choice (linalg.eigvalsh, linalg.svdvals, the pseudo-inverse, the matrix "
+                "norms), are computed"
+            )
+            results[index] = placeholder
+        _ANY_REFUSED[0] = True
+        return tuple(results)
+
+    return handler
+
+
+def _meta(value):
+    if isinstance(value, torch.Tensor):
+        return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="meta")
+    if isinstance(value, (list, tuple)):
+        return type(value)(_meta(item) for item in value)
+    return value
+
+
+def _check_refused(values):
+    """Raises where one of `values` (a call's arguments) is a result `_UNREADABLE` refused."""
+    for value in values:
+        if isinstance(value, (list, tuple)):
+            _check_refused(value)
+        elif isinstance(value, TtpuTensor) and getattr(value, "_refused", None):
+            raise RuntimeError(value._refused)
 
 
 _SPECIAL = {
