@@ -253,6 +253,15 @@ def test_edge_cases_the_operator_sweep_found():
     for g, w in zip(got, want):
         assert g.shape == w.shape
         torch.testing.assert_close(g.cpu(), w)
+    # The input gradient of a transposed convolution whose output padding reaches the stride.
+    x, w = torch.randn(2, 2, 4, 4), torch.randn(2, 2, 4, 5)
+    grads = {}
+    for device in ("cpu", "ttpu"):
+        xd = x.detach().to(device).requires_grad_()
+        out = F.conv_transpose2d(xd, w.to(device), stride=(3, 2), padding=(1, 2), output_padding=(2, 3), groups=2, dilation=(4, 4))
+        (out * out).sum().backward()
+        grads[device] = xd.grad.cpu()
+    torch.testing.assert_close(grads["ttpu"], grads["cpu"], rtol=1e-4, atol=1e-4)
     # A dtype the device has no type for is refused by name.
     with pytest.raises(NotImplementedError, match="torch.complex32 is not supported on the ttpu device"):
         torch.ones(2, device="ttpu").to(torch.complex32)
@@ -274,6 +283,13 @@ def test_an_unsupported_call_in_the_backward_pass_is_raised_at_the_next_call():
         a.grad.cpu()
     # Raised once: the device goes on.
     assert (torch.ones(2, device="ttpu") * 2).tolist() == [2.0, 2.0]
+    # An overload with no meta function either: its shapes come from the CPU, the error still waits.
+    x = torch.randn(5, device="ttpu", requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the CPU run that gives the shapes warns as a fallback
+        F.multi_margin_loss(x, torch.tensor(1, device="ttpu")).backward()
+    with pytest.raises(NotImplementedError, match="multi_margin_loss_backward"):
+        x.grad.cpu()
 
 
 def test_mixing_devices_is_an_error_as_with_cuda():

@@ -359,7 +359,18 @@ pub(super) fn convolution_backward(cx: &mut Cx<'_>, args: &Args) -> Result<Impor
             groups,
             transposed: !transposed,
         };
-        let grad_input = conv_core(cx, gc, wc, &geometry)?;
+        let mut grad_input = conv_core(cx, gc, wc, &geometry)?;
+        if transposed {
+            // An output padding of at least the stride (allowed while it is below the dilation)
+            // makes the forward's output long enough for the reverse convolution to reach past
+            // the input: those positions are the padding's, not the input's.
+            let got = cx.static_dims(grad_input, "convolution_backward")?;
+            for dim in 2..got.len().min(x_sizes.len()) {
+                if got[dim] > x_sizes[dim] {
+                    grad_input = cx.slice_dim(grad_input, dim, 0, x_sizes[dim], 1)?;
+                }
+            }
+        }
         if cx.static_dims(grad_input, "convolution_backward")? != x_sizes {
             return Err(cx.bad(format!("input gradient {} does not match input {}", cx.ty(grad_input), cx.ty(x))));
         }

@@ -332,12 +332,19 @@ def _deferred(error: Exception, func, args, kwargs):
     out of a C++ node on the device's thread); `error` is raised at the next call or host read,
     as CUDA reports an error at the next synchronizing call. Where even the shapes cannot be
     had, the error is raised at once."""
+    if _DEFERRED[0] is None:
+        _DEFERRED[0] = error
     meta = _meta
     device = next((value.device for value in args if isinstance(value, TtpuTensor)), torch.device("ttpu", 0))
     try:
         shapes = func(*meta(list(args)), **{key: meta(value) for key, value in kwargs.items()})
     except Exception:
-        raise error from None
+        # No meta function (some `*_backward` overloads): the shapes come from running the call
+        # on the CPU, counted as a fallback; the error is still raised at the next call.
+        try:
+            shapes = _cpu_fallback(func, _name(func), args, kwargs)
+        except Exception:
+            raise error from None
 
     def zeros(value):
         if isinstance(value, torch.Tensor):
@@ -346,8 +353,6 @@ def _deferred(error: Exception, func, args, kwargs):
             return type(value)(zeros(item) for item in value)
         return value
 
-    if _DEFERRED[0] is None:
-        _DEFERRED[0] = error
     return zeros(shapes)
 
 
