@@ -262,6 +262,14 @@ def test_edge_cases_the_operator_sweep_found():
         (out * out).sum().backward()
         grads[device] = xd.grad.cpu()
     torch.testing.assert_close(grads["ttpu"], grads["cpu"], rtol=1e-4, atol=1e-4)
+    # `torch.eye` (an `out=` kernel filling an empty tensor) and autograd's zero tensors.
+    for args, dtype in (((3,), torch.float32), ((2, 4), torch.int64), ((0,), torch.float32)):
+        assert torch.equal(torch.eye(*args, dtype=dtype, device="ttpu").cpu(), torch.eye(*args, dtype=dtype))
+    m = torch.randn(3, 3)
+    torch.testing.assert_close(torch.linalg.matrix_power(m.to("ttpu"), 0).cpu(), torch.eye(3))
+    leaf = torch.randn(4, device="ttpu", requires_grad=True)
+    torch.sgn(leaf).sum().backward()
+    assert torch.equal(leaf.grad.cpu(), torch.zeros(4))
     # A dtype the device has no type for is refused by name.
     with pytest.raises(NotImplementedError, match="torch.complex32 is not supported on the ttpu device"):
         torch.ones(2, device="ttpu").to(torch.complex32)
@@ -290,6 +298,46 @@ def test_an_unsupported_call_in_the_backward_pass_is_raised_at_the_next_call():
         F.multi_margin_loss(x, torch.tensor(1, device="ttpu")).backward()
     with pytest.raises(NotImplementedError, match="multi_margin_loss_backward"):
         x.grad.cpu()
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["bilinear", "bicubic", "nearest", "nearest-exact", "trilinear", "linear", "replicate", "softshrink",
+     "hardshrink", "max_pool3d", "multi_margin", "multilabel_margin", "grid_sample"],
+)
+def test_gradients_whose_backward_overload_the_device_lacks(name):
+    # Their backward overloads have no table entry and no PyTorch decomposition: autograd on the
+    # device records the forward's decomposition instead.
+    target = torch.tensor([1, 0, 3])
+    labels = torch.tensor([[1, 0, -1, 2], [3, -1, 0, 0], [2, 1, 0, 3]])
+    cases = {
+        "bilinear": (lambda x: F.interpolate(x, size=(5, 7), mode="bilinear", align_corners=True), (1, 2, 3, 4)),
+        "bicubic": (lambda x: F.interpolate(x, scale_factor=2, mode="bicubic"), (1, 2, 3, 4)),
+        "nearest": (lambda x: F.interpolate(x, scale_factor=2, mode="nearest"), (1, 2, 3, 4)),
+        "nearest-exact": (lambda x: F.interpolate(x, size=(5, 9), mode="nearest-exact"), (1, 2, 3, 4)),
+        "trilinear": (lambda x: F.interpolate(x, scale_factor=2, mode="trilinear"), (1, 2, 2, 3, 4)),
+        "linear": (lambda x: F.interpolate(x, size=9, mode="linear"), (1, 2, 4)),
+        "replicate": (lambda x: F.pad(x, (1, 2, 2, 1), mode="replicate"), (1, 2, 3, 4)),
+        "softshrink": (lambda x: F.softshrink(x, 0.5), (3, 4)),
+        "hardshrink": (lambda x: F.hardshrink(x, 0.5), (3, 4)),
+        "max_pool3d": (lambda x: F.max_pool3d(x, 2), (1, 2, 4, 4, 4)),
+        "multi_margin": (lambda x: F.multi_margin_loss(x, target.to(x.device)), (3, 4)),
+        "multilabel_margin": (lambda x: F.multilabel_margin_loss(x, labels.to(x.device)), (3, 4)),
+        "grid_sample": (lambda x: F.grid_sample(x, grid.to(x.device), align_corners=False), (1, 2, 4, 5)),
+    }
+    torch.manual_seed(0)
+    grid = torch.rand(1, 3, 3, 2) * 2 - 1
+    fn, shape = cases[name]
+    x = torch.randn(*shape)
+    got = {}
+    for device in ("cpu", "ttpu"):
+        leaf = x.detach().to(device).requires_grad_()
+        out = fn(leaf)
+        weights = torch.randn(out.shape, generator=torch.Generator().manual_seed(1)).to(device)
+        (out * weights).sum().backward()
+        got[device] = (out.detach().cpu(), leaf.grad.cpu())
+    torch.testing.assert_close(got["ttpu"][0], got["cpu"][0], rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(got["ttpu"][1], got["cpu"][1], rtol=1e-4, atol=1e-5)
 
 
 def test_mixing_devices_is_an_error_as_with_cuda():

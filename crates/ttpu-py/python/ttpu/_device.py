@@ -639,6 +639,45 @@ def _decomposed(func, name, kind):
     return decomposed
 
 
+# Forward overloads whose backward overload has neither a table entry nor a PyTorch
+# decomposition: where a gradient is wanted, autograd on the device records PyTorch's
+# decomposition of the forward instead (`_autograd_through_decomposition`), so the backward is
+# made of ops the device has.
+_DECOMPOSED_FOR_AUTOGRAD = (
+    "upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d",
+    "_upsample_nearest_exact1d", "_upsample_nearest_exact2d", "_upsample_nearest_exact3d",
+    "upsample_linear1d", "upsample_bilinear2d", "upsample_bicubic2d", "upsample_trilinear3d",
+    "replication_pad1d", "replication_pad2d", "replication_pad3d",
+    "softshrink", "hardshrink", "max_pool3d_with_indices", "grid_sampler_2d",
+    "multi_margin_loss", "multilabel_margin_loss_forward",
+)
+
+
+def _autograd_through_decomposition(func):
+    decomposition = _decomposition(func)
+
+    def kernel(*args, **kwargs):
+        wants_grad = torch.is_grad_enabled() and any(
+            isinstance(value, torch.Tensor) and value.requires_grad
+            for value in (*args, *kwargs.values())
+        )
+        if wants_grad:
+            result = decomposition(*args, **kwargs)
+            if result is not NotImplemented:
+                return result
+            # PyTorch's decomposition declines these arguments (a size that does not divide):
+            # refused here, in the forward, rather than left without a gradient.
+            raise NotImplementedError(
+                f"ttpu: the gradient of `{_name(func)}` for these arguments is not supported on the ttpu "
+                "device: its backward overload is not, and PyTorch's decomposition of it declines them "
+                "(the call works under torch.no_grad())"
+            )
+        with torch._C._AutoDispatchBelowAutograd():
+            return func(*args, **kwargs)
+
+    return kernel
+
+
 def _unsupported(func, name):
     def handler(args, kwargs):
         if func.namespace not in ("aten", "prims") and _ttpu.table_has(name):
@@ -794,6 +833,25 @@ def _lift_fresh(args, kwargs):
     return args[0]
 
 
+def _eye_out(args, kwargs):
+    """`eye.out(n, *, out)` / `eye.m_out(n, m, *, out)`: what `torch.eye` on the device becomes
+    (PyTorch's kernel fills an empty tensor), built from two iotas compared."""
+    out = kwargs.get("out", args[-1] if args and isinstance(args[-1], torch.Tensor) else None)
+    sizes = [value for value in args if not isinstance(value, torch.Tensor)]
+    n = int(sizes[0])
+    m = int(sizes[1]) if len(sizes) > 1 else n
+    if n < 0 or m < 0:
+        raise RuntimeError(f"n must be greater or equal to 0, got {n if n < 0 else m}")
+    rows = torch.arange(n, device=out.device).unsqueeze(1)
+    cols = torch.arange(m, device=out.device).unsqueeze(0)
+    identity = (rows == cols).to(out.dtype)
+    if tuple(out.shape) != (n, m):
+        # PyTorch resizes `out` (empty, from `torch.eye`): it takes the new tensor's storage.
+        return out.set_(identity)
+    out.copy_(identity)
+    return out
+
+
 # Results the op table refuses to make up (their value follows no rule another algorithm can
 # reproduce), by overload: the flag that asks for them and, by result index, what they are.
 # PyTorch asks for them whenever a tensor subclass is involved (`eigvalsh` calls `_linalg_eigh`
@@ -865,6 +923,8 @@ _SPECIAL = {
     aten.copy_.default: _copy_,
     aten.set_.source_Tensor: _set_,
     aten.lift_fresh.default: _lift_fresh,
+    aten.eye.out: _eye_out,
+    aten.eye.m_out: _eye_out,
     # Device memory is never pinned host memory (checkpoint writers ask).
     aten.is_pinned.default: lambda args, kwargs: False,
 }
@@ -1212,6 +1272,18 @@ def _init() -> None:
         packet, _, overload = name.partition(".")
         func = getattr(getattr(aten, packet), overload or "default")
         library.impl(name, _factory(func), "PrivateUse1")
+    for name in _DECOMPOSED_FOR_AUTOGRAD:
+        func = getattr(aten, name).default
+        if _decomposition(func) is not None:
+            library.impl(name, _autograd_through_decomposition(func), "AutogradPrivateUse1")
+    # Autograd's zero gradients (`sgn`, complex ops): plain zeros on the device.
+    library.impl(
+        "_efficientzerotensor",
+        lambda size, dtype=None, layout=None, device=None, pin_memory=None: torch.zeros(
+            size, dtype=dtype, device=device
+        ),
+        "PrivateUse1",
+    )
     library.impl("_copy_from", _copy_from, "PrivateUse1")
     library.impl("_copy_from_and_resize", lambda src, dst: _copy_from(src, dst), "PrivateUse1")
 
