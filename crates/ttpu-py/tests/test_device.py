@@ -291,13 +291,30 @@ def test_an_unsupported_call_in_the_backward_pass_is_raised_at_the_next_call():
         a.grad.cpu()
     # Raised once: the device goes on.
     assert (torch.ones(2, device="ttpu") * 2).tolist() == [2.0, 2.0]
-    # An overload with no meta function either: its shapes come from the CPU, the error still waits.
+    # An overload with no meta function either (a backward-only custom op with a CPU kernel): its
+    # shapes come from the CPU, the error still waits.
     x = torch.randn(5, device="ttpu", requires_grad=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the CPU run that gives the shapes warns as a fallback
-        F.multi_margin_loss(x, torch.tensor(1, device="ttpu")).backward()
-    with pytest.raises(NotImplementedError, match="multi_margin_loss_backward"):
+        _Twice.apply(x).sum().backward()
+    with pytest.raises(NotImplementedError, match="ttpu_test_nometa.twice_backward"):
         x.grad.cpu()
+    assert torch.equal(_Twice.apply(torch.ones(2)), torch.full((2,), 2.0))
+
+
+_NOMETA = torch.library.Library("ttpu_test_nometa", "DEF")
+_NOMETA.define("twice_backward(Tensor grad) -> Tensor")
+_NOMETA.impl("twice_backward", lambda grad: grad * 2, "CPU")
+
+
+class _Twice(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return torch.ops.ttpu_test_nometa.twice_backward(grad)
 
 
 @pytest.mark.parametrize(
@@ -338,6 +355,46 @@ def test_gradients_whose_backward_overload_the_device_lacks(name):
         got[device] = (out.detach().cpu(), leaf.grad.cpu())
     torch.testing.assert_close(got["ttpu"][0], got["cpu"][0], rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(got["ttpu"][1], got["cpu"][1], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["max_pool3d", "adaptive_max_pool2d", "adaptive_max_pool3d", "fractional_max_pool2d", "fractional_max_pool3d",
+     "avg_pool3d", "adaptive_avg_pool3d", "masked_scatter"],
+)
+def test_backward_overloads_of_pooling_and_masked_scatter(name):
+    # Their backward overloads are table entries (routed by the forward's indices, spread over the
+    # windows, scattered to the masked positions), compared with the CPU's gradients.
+    mask = torch.tensor([[True, False, True, True], [False, False, True, False], [True, True, False, True]])
+    samples = torch.rand(2, 3, 3, generator=torch.Generator().manual_seed(2))
+    cases = {
+        "max_pool3d": (lambda x: F.max_pool3d(x, 2, 1, padding=1), [(2, 3, 4, 5, 5)]),
+        "adaptive_max_pool2d": (lambda x: F.adaptive_max_pool2d(x, (3, 2)), [(2, 3, 7, 5)]),
+        "adaptive_max_pool3d": (lambda x: F.adaptive_max_pool3d(x, (2, 3, 2)), [(3, 4, 7, 5)]),
+        "fractional_max_pool2d": (
+            lambda x: F.fractional_max_pool2d(x, 2, output_size=3, _random_samples=samples[..., :2].to(x.device)),
+            [(2, 3, 7, 7)],
+        ),
+        "fractional_max_pool3d": (
+            lambda x: F.fractional_max_pool3d(x, 2, output_size=(2, 3, 3), _random_samples=samples.to(x.device)),
+            [(2, 3, 4, 6, 5)],
+        ),
+        "avg_pool3d": (lambda x: F.avg_pool3d(x, 3, 2, 1, count_include_pad=False), [(2, 3, 5, 7, 6)]),
+        "adaptive_avg_pool3d": (lambda x: F.adaptive_avg_pool3d(x, (2, 3, 4)), [(2, 3, 5, 7, 6)]),
+        "masked_scatter": (lambda x, s: x.masked_scatter(mask.to(x.device), s), [(3, 4), (9,)]),
+    }
+    fn, shapes = cases[name]
+    generator = torch.Generator().manual_seed(0)
+    inputs = [torch.randn(*shape, generator=generator) for shape in shapes]
+    got = {}
+    for device in ("cpu", "ttpu"):
+        leaves = [x.detach().clone().to(device).requires_grad_() for x in inputs]
+        out = fn(*leaves)
+        weights = torch.randn(out.shape, generator=torch.Generator().manual_seed(1)).to(device)
+        (out * weights).sum().backward()
+        got[device] = [out.detach().cpu()] + [leaf.grad.cpu() for leaf in leaves]
+    for have, want in zip(got["ttpu"], got["cpu"]):
+        torch.testing.assert_close(have, want, rtol=1e-4, atol=1e-5)
 
 
 def test_mixing_devices_is_an_error_as_with_cuda():

@@ -1,5 +1,5 @@
 //! Gradient overloads of the Core ATen opset that appear in exported training graphs:
-//! `embedding_dense_backward`, `max_pool2d_with_indices_backward`, `_adaptive_avg_pool2d_backward`,
+//! `embedding_dense_backward`, `max_pool2d_with_indices_backward`, `_adaptive_avg_pool{2,3}d_backward`,
 //! `native_layer_norm_backward`, `native_group_norm_backward` and `convolution_backward`
 //! (`avg_pool2d_backward` lives with the pooling code, whose window geometry it shares).
 //!
@@ -57,15 +57,16 @@ pub(super) fn embedding_dense_backward(cx: &mut Cx<'_>, args: &Args) -> Result<I
     tensor(scatter_points(cx, zeros, points, grad, ScatterKind::Combine(ReduceKind::Sum))?)
 }
 
-/// `max_pool2d_with_indices_backward(grad_output, self, ..., indices)`: each output gradient
-/// added at the flat input position its maximum came from.
-pub(super) fn max_pool_backward(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+/// The backward overloads of the max poolings that return indices (`max_pool{2,3}d_with_indices`,
+/// `adaptive_max_pool{2,3}d`, `fractional_max_pool{2,3}d`): each output gradient added at the
+/// position its maximum came from, an index into the `n` pooled dims of its plane flattened.
+pub(super) fn max_pool_backward(cx: &mut Cx<'_>, args: &Args, n: usize, name: &str) -> Result<Imported> {
     let grad = args.tensor("grad_output")?;
     let x = args.tensor("self")?;
     let indices = args.tensor("indices")?;
-    let sizes = cx.static_dims(x, "max_pool2d_with_indices_backward")?;
+    let sizes = cx.static_dims(x, name)?;
     let rank = sizes.len();
-    if (rank != 3 && rank != 4) || cx.shape(grad) != cx.shape(indices) || cx.rank(grad) != rank {
+    if (rank != n + 1 && rank != n + 2) || cx.shape(grad) != cx.shape(indices) || cx.rank(grad) != rank {
         return Err(cx.bad(format!(
             "cannot route {} through indices {} into {}",
             cx.ty(grad),
@@ -73,8 +74,11 @@ pub(super) fn max_pool_backward(cx: &mut Cx<'_>, args: &Args) -> Result<Imported
             cx.ty(x)
         )));
     }
-    let lead = rank - 2;
-    let plane = sizes[lead] * sizes[lead + 1];
+    let lead = rank - n;
+    if cx.static_dims(grad, name)?[..lead] != sizes[..lead] {
+        return Err(cx.bad(format!("gradient {} does not match input {}", cx.ty(grad), cx.ty(x))));
+    }
+    let plane: i64 = sizes[lead..].iter().product();
     let flat: Vec<i64> = sizes[..lead].iter().copied().chain([plane]).collect();
     let zeros = cx.splat(cx.dtype(x), Scalar::Int(0), &Shape::from_static(&flat))?;
     let shape = cx.shape(grad);
@@ -89,23 +93,28 @@ pub(super) fn max_pool_backward(cx: &mut Cx<'_>, args: &Args) -> Result<Imported
     tensor(cx.reshape(routed, Shape::from_static(&sizes))?)
 }
 
-/// `_adaptive_avg_pool2d_backward(grad_output, self)`: the gradient over each window's size,
-/// spread back with the transposed 0/1 window matrices of the forward pass.
-pub(super) fn adaptive_avg_pool2d_backward(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+/// `_adaptive_avg_pool{2,3}d_backward(grad_output, self)`: the gradient over each window's
+/// size, spread back with the transposed 0/1 window matrices of the forward pass, one pooled dim
+/// (`n` of them, the last) at a time.
+pub(super) fn adaptive_avg_pool_backward(cx: &mut Cx<'_>, args: &Args, n: usize) -> Result<Imported> {
+    let name = if n == 2 { "_adaptive_avg_pool2d_backward" } else { "_adaptive_avg_pool3d_backward" };
     let grad = args.tensor("grad_output")?;
     let x = args.tensor("self")?;
-    let sizes = cx.static_dims(x, "_adaptive_avg_pool2d_backward")?;
-    let out = cx.static_dims(grad, "_adaptive_avg_pool2d_backward")?;
+    let sizes = cx.static_dims(x, name)?;
+    let out = cx.static_dims(grad, name)?;
     let rank = sizes.len();
-    if (rank != 3 && rank != 4) || out.len() != rank || out[..rank - 2] != sizes[..rank - 2] {
+    if (rank != n + 1 && rank != n + 2) || out.len() != rank || out[..rank - n] != sizes[..rank - n] {
         return Err(cx.bad(format!("gradient {} does not match input {}", cx.ty(grad), cx.ty(x))));
     }
     let dtype = cx.dtype(x);
+    if !dtype.is_float() || out[rank - n..].iter().any(|&o| o < 1) {
+        return Err(cx.bad(format!("gradient {} does not match input {}", cx.ty(grad), cx.ty(x))));
+    }
     let compute = opmath(dtype);
     let mut value = cx.convert(grad, compute)?;
-    let mut counts = vec![];
+    let mut divisor: Vec<i64> = vec![1];
     let mut matrices = vec![];
-    for dim in [rank - 2, rank - 1] {
+    for dim in rank - n..rank {
         let (input, output) = (sizes[dim], out[dim]);
         let mut ones = Vec::with_capacity(cx.table(&[output, input], "adaptive pooling's backward")?);
         let mut count = Vec::with_capacity(cx.table(&[output], "adaptive pooling's backward")?);
@@ -114,27 +123,29 @@ pub(super) fn adaptive_avg_pool2d_backward(cx: &mut Cx<'_>, args: &Args) -> Resu
             count.push(end - start);
             ones.extend((0..input).map(|i| Scalar::Int(i64::from(start <= i && i < end))));
         }
-        counts.push(count);
+        cx.table(&[divisor.len() as i64, output], "adaptive pooling's backward")?;
+        divisor = divisor.iter().flat_map(|&outer| count.iter().map(move |&c| outer * c)).collect();
         matrices.push(cx.literal(Literal::from_scalars(compute, &[output, input], &ones).expect("one per entry")));
     }
-    let divisor: Vec<Scalar> =
-        counts[0].iter().flat_map(|&h| counts[1].iter().map(move |&w| Scalar::Int(h * w))).collect();
-    let divisor = cx.literal(Literal::from_scalars(compute, &[out[rank - 2], out[rank - 1]], &divisor).expect("each"));
+    let pooled = &out[rank - n..];
+    let divisor: Vec<Scalar> = divisor.into_iter().map(Scalar::Int).collect();
+    let divisor = cx.literal(Literal::from_scalars(compute, pooled, &divisor).expect("one per window"));
     let shape = cx.shape(value);
-    let divisor = cx.broadcast_in_dim(divisor, &[rank as i64 - 2, rank as i64 - 1], shape)?;
+    let dims: Vec<i64> = (rank - n..rank).map(|dim| dim as i64).collect();
+    let divisor = cx.broadcast_in_dim(divisor, &dims, shape)?;
     value = cx.binary(BinaryOp::Divide, value, divisor)?;
-    // Contract the output width with the width matrix (the input width lands last), swap the last
-    // two dims, and do the same for the height: (.., OH, OW) -> (.., W, OH) -> (.., H, W).
-    for matrix in [matrices[1], matrices[0]] {
+    // Contract the last pooled dim with its matrix (the input size lands last), then rotate it to
+    // the front of the pooled dims; after `n` steps every pooled dim is back in its place:
+    // (.., OD, OH, OW) -> (.., W, OD, OH) -> (.., H, W, OD) -> (.., D, H, W).
+    for matrix in matrices.into_iter().rev() {
         let dims = DotDims {
             lhs_contracting: [rank as i64 - 1].into_iter().collect(),
             rhs_contracting: [0].into_iter().collect(),
             ..DotDims::default()
         };
-        let current = cx.rank(value);
-        let mut perm: Vec<i64> = (0..current as i64).collect();
-        perm.swap(current - 1, current - 2);
         value = cx.dot_general(value, matrix, dims)?;
+        let lead = (rank - n) as i64;
+        let perm: Vec<i64> = (0..lead).chain(std::iter::once(rank as i64 - 1)).chain(lead..rank as i64 - 1).collect();
         value = cx.transpose(value, &perm)?;
     }
     tensor(cx.convert(value, dtype)?)

@@ -779,19 +779,7 @@ pub(super) fn masked_scatter(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let [x, mask] = cx.broadcast_all([x, mask])?;
     let shape = cx.shape(x);
     let total: i64 = cx.static_dims(x, "masked_scatter")?.iter().product();
-    let flat_mask = cx.reshape(mask, Shape::from_static(&[total]))?;
-    let ones = cx.convert(flat_mask, DType::I64)?;
-    // Position in the source: the count of masked elements before each one.
-    let window = ttpu_ir::Window {
-        dimensions: [total.max(1)].into_iter().collect(),
-        strides: [1].into_iter().collect(),
-        base_dilations: [1].into_iter().collect(),
-        window_dilations: [1].into_iter().collect(),
-        padding: [((total - 1).max(0), 0)].into_iter().collect(),
-    };
-    let built = cx.b.reduce_window(ones, ReduceKind::Sum, window);
-    let inclusive = cx.ok(built)?;
-    let position = cx.binary(BinaryOp::Subtract, inclusive, ones)?;
+    let (_, position) = masked_positions(cx, mask, total)?;
     let count: i64 = cx.static_dims(source, "masked_scatter")?.iter().product();
     if count == 0 || total == 0 {
         // Nothing to take (a mask with no true element, as PyTorch requires of an empty source)
@@ -804,6 +792,62 @@ pub(super) fn masked_scatter(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let taken = gather_points(cx, flat_source, points)?;
     let taken = cx.reshape(taken, shape)?;
     tensor(cx.select(mask, taken, x)?)
+}
+
+/// The flattened mask (`total` elements) and each element's position among the masked ones:
+/// the count of masked elements before it (an exclusive running sum).
+fn masked_positions(cx: &mut Cx<'_>, mask: ValueId, total: i64) -> Result<(ValueId, ValueId)> {
+    let flat_mask = cx.reshape(mask, Shape::from_static(&[total]))?;
+    let ones = cx.convert(flat_mask, DType::I64)?;
+    let window = ttpu_ir::Window {
+        dimensions: [total.max(1)].into_iter().collect(),
+        strides: [1].into_iter().collect(),
+        base_dilations: [1].into_iter().collect(),
+        window_dilations: [1].into_iter().collect(),
+        padding: [((total - 1).max(0), 0)].into_iter().collect(),
+    };
+    let built = cx.b.reduce_window(ones, ReduceKind::Sum, window);
+    let inclusive = cx.ok(built)?;
+    Ok((flat_mask, cx.binary(BinaryOp::Subtract, inclusive, ones)?))
+}
+
+/// `masked_scatter_backward(grad_output, mask, sizes)`: the gradient of the source, PyTorch's
+/// `grad.masked_select(mask)` (the two broadcast to each other) followed by zeros up to the
+/// source's element count and viewed as `sizes`. Each masked element is added at its position
+/// among the masked ones; an unmasked one adds zero at position 0.
+pub(super) fn masked_scatter_backward(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let grad = args.tensor("grad_output")?;
+    let mask = to_bool(cx, args.tensor("mask")?)?;
+    let sizes = args.ints("sizes")?;
+    let [grad, mask] = cx.broadcast_all([grad, mask])?;
+    let total: i64 = cx.static_dims(grad, "masked_scatter_backward")?.iter().product();
+    let mut numel: i64 = 1;
+    for &size in &sizes {
+        numel = match (size >= 0).then(|| numel.checked_mul(size)).flatten() {
+            Some(product) => product,
+            None => return Err(cx.bad(format!("invalid source sizes {sizes:?}"))),
+        };
+    }
+    cx.table(&[numel], "masked_scatter_backward")?;
+    let dtype = cx.dtype(grad);
+    let zeros = cx.splat(dtype, Scalar::Int(0), &Shape::from_static(&[numel]))?;
+    if numel == 0 || total == 0 {
+        return tensor(cx.reshape(zeros, Shape::from_static(&sizes))?);
+    }
+    let (flat_mask, position) = masked_positions(cx, mask, total)?;
+    // A mask with more true elements than the source has elements is PyTorch's view error (the
+    // autograd formula never makes one); the excess is dropped here, as the note in ops.md says.
+    let limit = cx.splat(DType::I64, Scalar::Int(numel), &Shape::from_static(&[total]))?;
+    let fits = cx.compare(CompareDirection::Lt, position, limit)?;
+    let kept = cx.binary(BinaryOp::And, flat_mask, fits)?;
+    let origin = cx.splat(DType::I64, Scalar::Int(0), &Shape::from_static(&[total]))?;
+    let position = cx.select(kept, position, origin)?;
+    let flat_grad = cx.reshape(grad, Shape::from_static(&[total]))?;
+    let nothing = cx.splat(dtype, Scalar::Int(0), &Shape::from_static(&[total]))?;
+    let updates = cx.select(kept, flat_grad, nothing)?;
+    let points = cx.reshape(position, Shape::from_static(&[total, 1]))?;
+    let routed = scatter_points(cx, zeros, points, updates, ScatterKind::Combine(ReduceKind::Sum))?;
+    tensor(cx.reshape(routed, Shape::from_static(&sizes))?)
 }
 
 /// Sorts the last dim of `x`: (values, indices). Stable; NaN is the largest value.

@@ -358,14 +358,45 @@ pub static TABLE: &[OpDef] = &[
     def(
         "aten.max_pool2d_with_indices_backward.default",
         "grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices",
-        backward::max_pool_backward,
+        |cx, a| backward::max_pool_backward(cx, a, 2, "max_pool2d_with_indices_backward"),
+    ),
+    def(
+        "aten.max_pool3d_with_indices_backward.default",
+        "grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices",
+        |cx, a| backward::max_pool_backward(cx, a, 3, "max_pool3d_with_indices_backward"),
+    ),
+    def("aten.adaptive_max_pool2d_backward.default", "grad_output, self, indices", |cx, a| {
+        backward::max_pool_backward(cx, a, 2, "adaptive_max_pool2d_backward")
+    }),
+    def("aten.adaptive_max_pool3d_backward.default", "grad_output, self, indices", |cx, a| {
+        backward::max_pool_backward(cx, a, 3, "adaptive_max_pool3d_backward")
+    }),
+    def(
+        "aten.fractional_max_pool2d_backward.default",
+        "grad_output, self, kernel_size, output_size, indices",
+        |cx, a| backward::max_pool_backward(cx, a, 2, "fractional_max_pool2d_backward"),
+    ),
+    def(
+        "aten.fractional_max_pool3d_backward.default",
+        "grad_output, self, kernel_size, output_size, indices",
+        |cx, a| backward::max_pool_backward(cx, a, 3, "fractional_max_pool3d_backward"),
     ),
     def(
         "aten.avg_pool2d_backward.default",
         "grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override",
         |cx, a| pool::avg_pool_backward(cx, a, 2),
     ),
-    def("aten._adaptive_avg_pool2d_backward.default", "grad_output, self", backward::adaptive_avg_pool2d_backward),
+    def(
+        "aten.avg_pool3d_backward.default",
+        "grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override",
+        |cx, a| pool::avg_pool_backward(cx, a, 3),
+    ),
+    def("aten._adaptive_avg_pool2d_backward.default", "grad_output, self", |cx, a| {
+        backward::adaptive_avg_pool_backward(cx, a, 2)
+    }),
+    def("aten._adaptive_avg_pool3d_backward.default", "grad_output, self", |cx, a| {
+        backward::adaptive_avg_pool_backward(cx, a, 3)
+    }),
     def(
         "aten.native_layer_norm_backward.default",
         "grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask",
@@ -492,6 +523,7 @@ pub static TABLE: &[OpDef] = &[
     def("aten.select_scatter.default", "self, src, dim, index", index::select_scatter),
     def("aten.col2im.default", "self, output_size, kernel_size, dilation, padding, stride", index::col2im),
     def("aten.masked_scatter.default", "self, mask, source", index::masked_scatter),
+    def("aten.masked_scatter_backward.default", "grad_output, mask, sizes", index::masked_scatter_backward),
     def("aten.sort.default", "self, dim, descending", index::sort),
     def("aten.sort.stable", "self, *, stable, dim, descending", index::sort),
     def(

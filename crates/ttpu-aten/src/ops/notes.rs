@@ -42,6 +42,13 @@ pub static NOTES: &[(&str, Note)] = &[
         "aten.histc.default",
         Note::Partial("with `min == max` and a NaN in the data PyTorch raises, here every bin is 0"),
     ),
+    (
+        "aten.masked_scatter_backward.default",
+        Note::Partial(
+            "a mask with more true elements than `sizes` holds is PyTorch's view error (autograd never makes \
+             one); here the excess is dropped",
+        ),
+    ),
     ("aten.as_strided.default", Note::Partial(LAYOUT)),
     ("aten.sym_storage_offset.default", Note::Partial(LAYOUT)),
     ("aten.sym_stride.int", Note::Partial(LAYOUT)),

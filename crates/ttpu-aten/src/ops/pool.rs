@@ -292,7 +292,7 @@ fn avg_divisor(
     }
 }
 
-/// `avg_pool2d_backward(grad_output, self, kernel_size, stride, padding, ceil_mode,
+/// `avg_pool{2,3}d_backward(grad_output, self, kernel_size, stride, padding, ceil_mode,
 /// count_include_pad, divisor_override)`: each output's gradient over its divisor, added back to
 /// every position of its window (one strided `pad` per kernel offset), the padding cropped.
 pub(super) fn avg_pool_backward(cx: &mut Cx<'_>, args: &Args, n: usize) -> Result<Imported> {
@@ -331,7 +331,7 @@ pub(super) fn avg_pool_backward(cx: &mut Cx<'_>, args: &Args, n: usize) -> Resul
         });
     }
     let total = total.expect("kernels have at least one position");
-    let sizes = cx.static_dims(total, "avg_pool2d_backward")?;
+    let sizes = cx.static_dims(total, if n == 2 { "avg_pool2d_backward" } else { "avg_pool3d_backward" })?;
     let mut start = vec![0; rank];
     let mut limit = sizes.to_vec();
     for i in 0..n {

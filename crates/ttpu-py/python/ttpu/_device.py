@@ -648,7 +648,7 @@ _DECOMPOSED_FOR_AUTOGRAD = (
     "_upsample_nearest_exact1d", "_upsample_nearest_exact2d", "_upsample_nearest_exact3d",
     "upsample_linear1d", "upsample_bilinear2d", "upsample_bicubic2d", "upsample_trilinear3d",
     "replication_pad1d", "replication_pad2d", "replication_pad3d",
-    "softshrink", "hardshrink", "max_pool3d_with_indices", "grid_sampler_2d",
+    "softshrink", "hardshrink", "grid_sampler_2d",
     "multi_margin_loss", "multilabel_margin_loss_forward",
 )
 
