@@ -236,6 +236,41 @@ def test_results_no_rule_decides_are_refused_not_made_up():
         torch.mode(long_row.to("ttpu"))
 
 
+def _histc_as_cuda_bins_integers(values, bins, low, high):
+    # CUDA's kernel: bounds as 64-bit integers (the data's extremes when equal, widened by one when
+    # those are equal too), bin = (x - low) * bins // (high - low), the top value in the last bin.
+    values = [int(v) for v in values]
+    if low == high and values:
+        low, high = min(values), max(values)
+    if low == high:
+        low, high = low - 1, high + 1
+    counts = [0] * bins
+    for v in values:
+        if low <= v <= high:
+            counts[min((v - low) * bins // (high - low), bins - 1)] += 1
+    return counts
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.uint8])
+def test_histc_of_integers_counts_as_cuda_does(dtype):
+    # transformers' mixture-of-experts layers count tokens per expert with an integer histc off
+    # the CPU (PyTorch's CPU kernel refuses integers; CUDA's bins them in integer arithmetic).
+    generator = torch.Generator().manual_seed(0)
+    experts = torch.randint(0, 8, (64,), generator=generator).to(dtype)
+    for bins, low, high in ((8, 0, 7), (5, 0, 7), (3, 2, 5), (4, 0, 0), (16, 1, 100)):
+        got = torch.histc(experts.to("ttpu"), bins=bins, min=low, max=high)
+        assert got.dtype == dtype
+        assert got.cpu().tolist() == _histc_as_cuda_bins_integers(experts.tolist(), bins, low, high), (bins, low, high)
+    same = torch.full((5,), 3, dtype=dtype)
+    assert torch.histc(same.to("ttpu"), bins=3).cpu().tolist() == [0, 5, 0]
+    # The routing case agrees with the CPU's float histc of the same ids.
+    want = torch.histc(experts.float(), bins=8, min=0, max=7).to(dtype)
+    assert torch.equal(torch.histc(experts.to("ttpu"), bins=8, min=0, max=7).cpu(), want)
+    # The reference itself tells a wrong binning apart.
+    assert _histc_as_cuda_bins_integers([0, 7], 8, 0, 7) == [1, 0, 0, 0, 0, 0, 0, 1]
+    assert _histc_as_cuda_bins_integers([6], 8, 0, 7) != [0, 0, 0, 0, 0, 0, 0, 1]
+
+
 def test_edge_cases_the_operator_sweep_found():
     # A 0-dim tensor reduced over dim 0 (or -1) is itself.
     z = torch.tensor(-3.0)
@@ -555,6 +590,36 @@ print("ok")
 """
     env = dict(os.environ, TTPU_DEVICES="4")
     result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-2000:]
+
+
+def test_a_backward_pass_before_import_ttpu_leaves_training_working():
+    # PyTorch's autograd engine makes its device queues at the first backward pass: one that ran
+    # before `import ttpu` left the device without one (an internal assert in `backward()`).
+    import subprocess
+    import sys
+
+    script = """
+import warnings
+import torch
+x = torch.ones(2, requires_grad=True)
+(x * 3).sum().backward()
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    import ttpu
+assert any("before `import ttpu`" in str(w.message) for w in caught), [str(w.message) for w in caught]
+torch.manual_seed(0)
+layer = torch.nn.Linear(3, 2)
+data = torch.randn(4, 3)
+layer(data).square().sum().backward()
+want = layer.weight.grad.clone()
+layer.weight.grad = None
+device = layer.to("ttpu")
+device(data.to("ttpu")).square().sum().backward()
+torch.testing.assert_close(device.weight.grad.cpu(), want)
+print("ok")
+"""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-2000:]
 
 

@@ -14,12 +14,12 @@ use crate::error::Result;
 /// `[min, max]` (the data's own extremes when `min == max`, widened by one each way if those are
 /// equal too), as PyTorch's CPU kernel bins them: `bin = trunc((x - min) * bins / (max - min))`
 /// in the input's dtype, `x == max` in the last bin, elements outside the range and NaN skipped.
-/// The result has the input's dtype.
+/// The result has the input's dtype. Integer tensors bin as PyTorch's CUDA kernel bins them.
 pub(super) fn histc(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let x = args.tensor("self")?;
     let dtype = cx.dtype(x);
-    if !dtype.is_float() {
-        return Err(cx.bad(format!("histc takes floating-point tensors, found {}", cx.ty(x))));
+    if !dtype.is_float() && !dtype.is_integer() {
+        return Err(cx.bad(format!("histc takes real tensors, found {}", cx.ty(x))));
     }
     let bins = args.int_or("bins", 100)?;
     if bins <= 0 {
@@ -36,22 +36,37 @@ pub(super) fn histc(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let sizes = cx.static_dims(x, "histc")?;
     let count: i64 = sizes.iter().product();
     let flat = cx.reshape(x, Shape::from_static(&[count]))?;
+    // Integer tensors, which PyTorch's CPU kernel refuses, bin as its CUDA kernel bins them (and
+    // transformers' mixture-of-experts layers count expert ids off the CPU): in 64-bit integers,
+    // the bounds truncated. Floats bin in their own dtype.
+    let integer = dtype.is_integer();
+    let (flat, work) = if integer { (cx.convert(flat, DType::I64)?, DType::I64) } else { (flat, dtype) };
+    let (bounds, widened, same_bounds) = if integer {
+        let (min, max) = (min.trunc() as i64, max.trunc() as i64);
+        (
+            (Scalar::Int(min), Scalar::Int(max)),
+            (Scalar::Int(min.saturating_sub(1)), Scalar::Int(max.saturating_add(1))),
+            min == max,
+        )
+    } else {
+        ((Scalar::Float(min), Scalar::Float(max)), (Scalar::Float(min - 1.0), Scalar::Float(max + 1.0)), min == max)
+    };
     // The range, rounded to the input's dtype as PyTorch's bin edges are.
-    let (low, high) = if min == max {
+    let (low, high) = if same_bounds {
         if count == 0 {
-            (cx.scalar(dtype, Scalar::Float(min - 1.0)), cx.scalar(dtype, Scalar::Float(max + 1.0)))
+            (cx.scalar(work, widened.0), cx.scalar(work, widened.1))
         } else {
             // The data's extremes (NaN, which PyTorch rejects here, leaves every bin empty).
             let low = cx.reduce(flat, ReduceKind::Min, &[0])?;
             let high = cx.reduce(flat, ReduceKind::Max, &[0])?;
             let same = cx.compare(CompareDirection::Eq, low, high)?;
-            let one = cx.scalar(dtype, Scalar::Float(1.0));
+            let one = cx.scalar(work, Scalar::Int(1));
             let (wider_low, wider_high) =
                 (cx.binary(BinaryOp::Subtract, low, one)?, cx.binary(BinaryOp::Add, high, one)?);
             (cx.select(same, wider_low, low)?, cx.select(same, wider_high, high)?)
         }
     } else {
-        (cx.scalar(dtype, Scalar::Float(min)), cx.scalar(dtype, Scalar::Float(max)))
+        (cx.scalar(work, bounds.0), cx.scalar(work, bounds.1))
     };
     let shape = Shape::from_static(&[count]);
     let (low_all, high_all) = (cx.broadcast_to(low, &shape)?, cx.broadcast_to(high, &shape)?);
@@ -62,7 +77,11 @@ pub(super) fn histc(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let scaled = cx.binary_scalar(BinaryOp::Multiply, offset, Scalar::Int(bins))?;
     let width = cx.binary(BinaryOp::Subtract, high, low)?;
     let width = cx.broadcast_to(width, &shape)?;
-    let position = if matches!(dtype, DType::F16 | DType::BF16) {
+    let position = if integer {
+        // Inside the range the offset is non-negative and the width positive, so StableHLO's
+        // truncating division is the kernel's integer division.
+        cx.binary(BinaryOp::Divide, scaled, width)?
+    } else if matches!(dtype, DType::F16 | DType::BF16) {
         // PyTorch's kernel rounds each step to the input's dtype (`c10::Half` arithmetic); each
         // step here computes in f32, where the exact result of one rounded operation on two
         // reduced-precision operands rounds to the same value.

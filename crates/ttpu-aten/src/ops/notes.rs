@@ -40,7 +40,11 @@ const FFT: &str = "at most three transformed dims in one call (StableHLO's `fft`
 pub static NOTES: &[(&str, Note)] = &[
     (
         "aten.histc.default",
-        Note::Partial("with `min == max` and a NaN in the data PyTorch raises, here every bin is 0"),
+        Note::Partial(
+            "with `min == max` and a NaN in the data PyTorch raises, here every bin is 0; integer tensors, \
+             which PyTorch's CPU kernel refuses, are binned as its CUDA kernel bins them (64-bit integer \
+             arithmetic)",
+        ),
     ),
     (
         "aten.masked_scatter_backward.default",

@@ -1305,6 +1305,28 @@ def _init() -> None:
         if mode not in _MODES:
             raise ValueError(f"TTPU_EXECUTION_MODE={mode!r}: one of {sorted(_MODES)}")
         _ttpu.device_set_mode(mode)
+    _check_autograd_engine()
+
+
+def _check_autograd_engine() -> None:
+    """PyTorch's autograd engine makes its ready queues once, at the first backward pass, one per
+    index of the devices registered then: after a backward pass that ran before `import ttpu`, a
+    ttpu backward pass would find no queue (an internal assert in `loss.backward()`). The leaf
+    below asks the engine for the device's queue and computes nothing. Where there is none, this
+    thread runs its backward passes itself (PyTorch's multithreading off), which needs none."""
+    leaf = torch.zeros((), device="ttpu", requires_grad=True)
+    try:
+        leaf.backward(torch.ones((), device="ttpu"))
+    except RuntimeError as error:
+        if "device_ready_queues_" not in str(error):
+            raise
+        torch._C._set_multithreading_enabled(False)
+        warnings.warn(
+            "ttpu: a backward pass ran before `import ttpu`, so PyTorch's autograd engine has no thread for the "
+            "ttpu device; backward passes on this thread run on it without one (multithreading off), and those "
+            "of other threads fail. Import ttpu before the first backward pass.",
+            stacklevel=3,
+        )
 
 
 _LIBRARIES: list = []
