@@ -98,6 +98,14 @@ def build(name: str):
             num_key_value_heads=2, head_dim=8, max_position_embeddings=64,
         )
         return _language(transformers.Qwen3ForCausalLM(config), vocab)
+    if name == "mixtral":
+        # Mixture of experts: top-2 routing over 4 experts (transformers' grouped matmuls and an
+        # integer histc of the expert ids off the CPU).
+        config = transformers.MixtralConfig(
+            vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, max_position_embeddings=64, num_local_experts=4, num_experts_per_tok=2,
+        )
+        return _language(transformers.MixtralForCausalLM(config), vocab)
     if name == "bert":
         config = transformers.BertConfig(
             vocab_size=vocab, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,

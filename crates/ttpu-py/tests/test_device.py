@@ -91,7 +91,7 @@ def assert_trained_alike(got, want, optimizer, steps, scale=1.0):
         )
 
 
-@pytest.mark.parametrize("name", ["mlp", "cnn", "resnet18", "vit", "gpt2", "llama", "bert", "t5"])
+@pytest.mark.parametrize("name", ["mlp", "cnn", "resnet18", "vit", "gpt2", "llama", "bert", "t5", "mixtral"])
 @pytest.mark.parametrize("optimizer", ["adamw", "sgd"])
 def test_training_matches_cpu(name, optimizer):
     model, batch, loss_fn = models.build(name)

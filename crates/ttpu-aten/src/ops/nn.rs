@@ -182,22 +182,101 @@ pub(super) fn grouped_mm_fallback(cx: &mut Cx<'_>, args: &Args) -> Result<Import
     tensor(grouped_product(cx, input, weight, offs)?)
 }
 
-/// `_grouped_mm(self, mat2, offs, bias, out_dtype)`, the 2-D by 3-D form with offsets (the one
-/// mixture-of-experts layers use), without a bias or another output dtype.
+/// `_grouped_mm(self, mat2, offs, bias, out_dtype)` in its four forms, without a bias or another
+/// output dtype: 2-D by 3-D (rows of `self` grouped by `offs`, the mixture-of-experts forward),
+/// 2-D by 2-D (the contracted dim grouped: a `[G, M, N]` result, the weight gradient), 3-D by
+/// 2-D (columns of `mat2` grouped) and 3-D by 3-D (a batch, no `offs`).
 pub(super) fn grouped_mm(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let (input, weight) = (args.tensor("self")?, args.tensor("mat2")?);
-    let Some(offs) = args.opt_tensor("offs")? else {
-        return Err(cx.bad("only the form with `offs` (a 2-D input by a 3-D weight) is supported"));
-    };
+    let offs = args.opt_tensor("offs")?;
     if args.opt_tensor("bias")?.is_some() {
         return Err(cx.bad("a bias is not supported"));
     }
-    if let Some(dtype) = args.opt_dtype("out_dtype")?
-        && dtype != cx.dtype(input)
+    let dtype = cx.dtype(input);
+    if let Some(out_dtype) = args.opt_dtype("out_dtype")?
+        && out_dtype != dtype
     {
-        return Err(cx.bad(format!("out_dtype {dtype} differs from the operands' dtype {}", cx.dtype(input))));
+        return Err(cx.bad(format!("out_dtype {out_dtype} differs from the operands' dtype {dtype}")));
     }
-    tensor(grouped_product(cx, input, weight, offs)?)
+    match (cx.rank(input), cx.rank(weight), offs) {
+        (2, 3, Some(offs)) => tensor(grouped_product(cx, input, weight, offs)?),
+        (2, 2, Some(offs)) => tensor(grouped_contraction(cx, input, weight, offs)?),
+        (3, 2, Some(offs)) => {
+            // Columns of `mat2` grouped: the transpose of the 2-D by 3-D form.
+            let (lhs, rhs) = (cx.transpose(weight, &[1, 0])?, cx.transpose(input, &[0, 2, 1])?);
+            let product = grouped_product(cx, lhs, rhs, offs)?;
+            tensor(cx.transpose(product, &[1, 0])?)
+        }
+        (3, 3, None) => {
+            let (result, dtype) = product(cx, input, weight, true)?;
+            tensor(cx.convert(result, dtype)?)
+        }
+        _ => Err(cx.bad(format!(
+            "no grouped matmul of {} by {} {} offsets (2-D by 3-D, 2-D by 2-D and 3-D by 2-D take them, 3-D by 3-D does not)",
+            cx.ty(input),
+            cx.ty(weight),
+            if offs.is_some() { "with" } else { "without" }
+        ))),
+    }
+}
+
+/// `input` (`[M, K]`) times `weight` (`[K, N]`) with the contracted dim split into groups by
+/// `offs` (running ends): result `g` (`[G, M, N]`) sums over the `k` of group `g` only, and a `k`
+/// at or past the last end counts in none.
+fn grouped_contraction(cx: &mut Cx<'_>, input: ValueId, weight: ValueId, offs: ValueId) -> Result<ValueId> {
+    let (input_dims, weight_dims) =
+        (cx.static_dims(input, "a grouped matmul")?, cx.static_dims(weight, "a grouped matmul")?);
+    let (&[m, k], &[k2, _]) = (&input_dims[..], &weight_dims[..]) else {
+        return Err(cx.bad("expects two 2-D operands"));
+    };
+    let dtype = cx.dtype(input);
+    let Some(&[groups]) = cx.shape(offs).as_static().as_deref() else {
+        return Err(cx.bad(format!("offs must be a 1-D tensor of group ends, found {}", cx.ty(offs))));
+    };
+    if k != k2 || cx.dtype(weight) != dtype || !dtype.is_float() || !cx.dtype(offs).is_integer() {
+        return Err(cx.bad(format!(
+            "input {} does not fit weight {} with offs {}",
+            cx.ty(input),
+            cx.ty(weight),
+            cx.ty(offs)
+        )));
+    }
+    cx.table(&[groups, m, k], "a grouped matmul")?;
+    let compute = opmath(dtype);
+    // [G, K]: whether `k` falls in group `g`, between the previous group's end and its own.
+    let grid = Shape::from_static(&[groups, k]);
+    let ends = cx.convert(offs, DType::I64)?;
+    let zero = cx.splat(DType::I64, Scalar::Int(0), &Shape::from_static(&[1]))?;
+    let earlier = if groups > 1 { Some(cx.slice(ends, &[0], &[groups - 1], &[1])?) } else { None };
+    let starts = match earlier {
+        Some(earlier) => cx.concatenate(&[zero, earlier], 0)?,
+        None => zero,
+    };
+    let (starts, ends) =
+        (cx.broadcast_in_dim(starts, &[0], grid.clone())?, cx.broadcast_in_dim(ends, &[0], grid.clone())?);
+    let built = cx.b.iota(ttpu_ir::TensorType::new(DType::I64, grid), 1);
+    let position = cx.ok(built)?;
+    let after_start = cx.compare(CompareDirection::Ge, position, starts)?;
+    let before_end = cx.compare(CompareDirection::Lt, position, ends)?;
+    let member = cx.binary(BinaryOp::And, after_start, before_end)?;
+    let member = cx.convert(member, compute)?;
+    // [G, M, K]: each group's copy of the input with the other groups' columns zeroed.
+    let lhs = cx.convert(input, compute)?;
+    let spread = Shape::from_static(&[groups, m, k]);
+    let lhs = cx.broadcast_in_dim(lhs, &[1, 2], spread.clone())?;
+    let member = cx.broadcast_in_dim(member, &[0, 2], spread)?;
+    let masked = cx.binary(BinaryOp::Multiply, lhs, member)?;
+    let rhs = cx.convert(weight, compute)?;
+    let out = cx.dot_general(
+        masked,
+        rhs,
+        DotDims {
+            lhs_contracting: [2].into_iter().collect(),
+            rhs_contracting: [0].into_iter().collect(),
+            ..DotDims::default()
+        },
+    )?;
+    cx.convert(out, dtype)
 }
 
 /// Row `s` of `input` (`[S, K]`) times `weight[g]` (`weight` is `[E, K, N]`), where `g` is the

@@ -53,6 +53,13 @@ pub static NOTES: &[(&str, Note)] = &[
              one); here the excess is dropped",
         ),
     ),
+    (
+        "aten._grouped_mm.default",
+        Note::Partial(
+            "the four forms (2-D by 3-D, 2-D by 2-D and 3-D by 2-D with `offs`, 3-D by 3-D without); a `bias`, or \
+             an `out_dtype` other than the operands', is refused",
+        ),
+    ),
     ("aten.as_strided.default", Note::Partial(LAYOUT)),
     ("aten.sym_storage_offset.default", Note::Partial(LAYOUT)),
     ("aten.sym_stride.int", Note::Partial(LAYOUT)),
