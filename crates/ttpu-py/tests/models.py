@@ -98,6 +98,15 @@ def build(name: str):
             num_key_value_heads=2, head_dim=8, max_position_embeddings=64,
         )
         return _language(transformers.Qwen3ForCausalLM(config), vocab)
+    if name == "gemma3":
+        # Gemma 3 scales its embeddings by a constant tensor moved to the model's device inside the
+        # forward, and mixes sliding-window and full attention layers.
+        config = transformers.Gemma3TextConfig(
+            vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, head_dim=8, max_position_embeddings=64, sliding_window=4,
+            layer_types=["sliding_attention", "full_attention"],
+        )
+        return _language(transformers.Gemma3ForCausalLM(config), vocab)
     if name == "mixtral":
         # Mixture of experts: top-2 routing over 4 experts (transformers' grouped matmuls and an
         # integer histc of the expert ids off the CPU).

@@ -247,6 +247,11 @@ pub static TABLE: &[OpDef] = &[
     def("aten.bmm.default", "self, mat2", nn::bmm),
     def("aten._grouped_mm.default", "self, mat2, offs, bias, out_dtype", nn::grouped_mm),
     def("transformers.grouped_mm_fallback.default", "input, weight, offs", nn::grouped_mm_fallback),
+    def(
+        "transformers.grouped_mm_fallback_backward.default",
+        "input, weight, offs, grad_output",
+        nn::grouped_mm_fallback_backward,
+    ),
     def("aten.addmm.default", "self, mat1, mat2, *, beta, alpha", nn::addmm),
     def("aten.baddbmm.default", "self, batch1, batch2, *, beta, alpha", nn::baddbmm),
     // ---- normalisation, convolution, pooling, embedding ----

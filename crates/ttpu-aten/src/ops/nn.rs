@@ -182,6 +182,27 @@ pub(super) fn grouped_mm_fallback(cx: &mut Cx<'_>, args: &Args) -> Result<Import
     tensor(grouped_product(cx, input, weight, offs)?)
 }
 
+/// `transformers::grouped_mm_fallback_backward(input, weight, offs, grad_output)`: the input's
+/// gradient (each row's gradient times its group's weight, transposed) and the weight's (each
+/// group's rows of the input, transposed, times their gradients); rows past the last end get
+/// and give nothing, as in the reference loop.
+pub(super) fn grouped_mm_fallback_backward(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let (input, weight, offs) = (args.tensor("input")?, args.tensor("weight")?, args.tensor("offs")?);
+    let grad = args.tensor("grad_output")?;
+    if cx.rank(weight) != 3 || cx.rank(input) != 2 {
+        return Err(cx.bad(format!(
+            "expects a 2-D input and a 3-D weight, found {} and {}",
+            cx.ty(input),
+            cx.ty(weight)
+        )));
+    }
+    let weight_t = cx.transpose(weight, &[0, 2, 1])?;
+    let grad_input = grouped_product(cx, grad, weight_t, offs)?;
+    let input_t = cx.transpose(input, &[1, 0])?;
+    let grad_weight = grouped_contraction(cx, input_t, grad, offs)?;
+    Ok(Imported::Tuple(vec![Imported::Tensor(grad_input), Imported::Tensor(grad_weight)]))
+}
+
 /// `_grouped_mm(self, mat2, offs, bias, out_dtype)` in its four forms, without a bias or another
 /// output dtype: 2-D by 3-D (rows of `self` grouped by `offs`, the mixture-of-experts forward),
 /// 2-D by 2-D (the contracted dim grouped: a `[G, M, N]` result, the weight gradient), 3-D by

@@ -1306,6 +1306,28 @@ def _init() -> None:
             raise ValueError(f"TTPU_EXECUTION_MODE={mode!r}: one of {sorted(_MODES)}")
         _ttpu.device_set_mode(mode)
     _check_autograd_engine()
+    _fake_tensors_stay_off_the_device()
+
+
+def _fake_tensors_stay_off_the_device() -> None:
+    """While Dynamo traces, PyTorch's fake tensor mode runs ops on small constants for real
+    (`torch.tensor(3)` moved `.to(device)`, as Gemma 3's embedding scale is) unless it avoids
+    initialising devices, which it does only where no CUDA, HPU or PrivateUse1 device is
+    available. On the ttpu device that real run makes a ttpu tensor, a wrapper tensor, which
+    cannot become the mode's constant (an assertion inside Dynamo). With no other accelerator in
+    the process, the mode avoids the device as it would an absent one: such a constant is traced
+    as an ordinary value, moved to the device when the graph runs."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    original = FakeTensorMode.avoid_device_init
+
+    def avoid_device_init(self) -> bool:
+        others = torch.cuda.is_available() or (hasattr(torch, "hpu") and torch.hpu.is_available())
+        if others or (torch.xpu._is_compiled() and torch.xpu.is_available()):
+            return original.fget(self)
+        return True
+
+    FakeTensorMode.avoid_device_init = property(avoid_device_init)
 
 
 def _check_autograd_engine() -> None:

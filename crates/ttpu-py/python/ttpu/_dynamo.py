@@ -23,6 +23,7 @@ graph and the reason, counted in ``calls["eager"]``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import operator
@@ -126,7 +127,7 @@ def ttpu_backend(gm, example_inputs, **kwargs):
         # Attention traces as its math (matrix products and a softmax), which the op table holds,
         # forward and backward; a fused kernel of one backend (the CPU's flash attention) has a
         # backward of its own that ttpu would have to match instead.
-        with sdpa_kernel([SDPBackend.MATH]):
+        with sdpa_kernel([SDPBackend.MATH]), _empty_device_constants_allowed():
             compiled = backend(gm, example_inputs)
     except (torch._dynamo.exc.RestartAnalysis, torch._dynamo.exc.SkipFrame):
         # Dynamo's own control flow (trace the frame again, differently): not a failure.
@@ -163,6 +164,36 @@ def _parameters_are_parameters_to_guards() -> None:
     guards.istype = istype
     _GUARDS_PATCHED[0] = True
     _optimizer_steps_on_the_device()
+    _tangents_restrided_on_the_device()
+
+
+def _tangents_restrided_on_the_device() -> None:
+    """A compiled backward receives each output's gradient with the strides the output was traced
+    with; AOTAutograd restrides one that differs (the zeros autograd makes for an output the loss
+    does not use, such as a sliding-window cache's slice) by `empty_strided` and `copy_` on the
+    gradient as the graph sees it, which for a ttpu tensor is its inner meta tensor: the copy
+    would hold no data. A gradient of the device is restrided on the device instead."""
+    from torch._functorch._aot_autograd import runtime_wrappers
+
+    from ._device import TtpuTensor
+
+    original = runtime_wrappers.coerce_to_expected_memory_format
+
+    def coerce(x, memory_format):
+        if getattr(x, "_h", None) is None or getattr(x, "_outer_place", None) is None:
+            return original(x, memory_format)
+        size, stride = memory_format.size, memory_format.stride
+        if memory_format.memory_format is not None or size is None or stride is None:
+            outer = TtpuTensor._of_inner(x)
+            return original(outer, memory_format)._raw
+        if x.shape == size and x.stride() == stride:
+            return x
+        outer = TtpuTensor._of_inner(x)
+        restrided = torch.empty_strided(size, stride, dtype=x.dtype, device=outer.device)
+        restrided.copy_(outer)
+        return restrided._raw
+
+    runtime_wrappers.coerce_to_expected_memory_format = coerce
 
 
 def _optimizer_steps_on_the_device() -> None:
@@ -186,6 +217,33 @@ def _optimizer_steps_on_the_device() -> None:
 
     safe_to_set_capturable._ttpu = True
     OptimizerVariable._safe_to_set_capturable = safe_to_set_capturable
+
+
+@contextlib.contextmanager
+def _empty_device_constants_allowed():
+    """AOTAutograd refuses a graph holding fake tensors (`assert_no_fake_params_or_buffers`), and
+    a tensor made on the ttpu device while Dynamo traces is one: transformers' dynamic key-value
+    cache starts each layer from an empty tensor made inside the forward, so every training loop
+    of a decoder with `use_cache` on (the default) holds some. An empty one carries no data, and
+    the compiled graph makes it again at run time (`_constant`), so those are let through; any
+    other fake still refuses the graph, which then runs in eager PyTorch with its reason."""
+    from torch._dynamo import utils
+
+    strict = utils.assert_no_fake_params_or_buffers
+
+    def lenient(module):
+        from torch._subclasses.fake_tensor import is_fake
+
+        for value in (*module.buffers(), *module.parameters()):
+            if is_fake(value) and not (value.numel() == 0 and value.device.type == "ttpu"):
+                return strict(module)
+        return None
+
+    utils.assert_no_fake_params_or_buffers = lenient
+    try:
+        yield
+    finally:
+        utils.assert_no_fake_params_or_buffers = strict
 
 
 def _plain_fake(value, traced=None):
@@ -424,6 +482,12 @@ class _AtenGraph:
 
         if isinstance(tensor, TtpuTensor) or hasattr(tensor, "_h"):
             return tensor
+        from torch._subclasses.fake_tensor import is_fake
+
+        if is_fake(tensor) and tensor.numel() == 0:
+            # An empty constant made on the device while tracing (see
+            # `_empty_device_constants_allowed`): made again, as it holds no data.
+            return torch.empty(tensor.shape, dtype=tensor.dtype, device="ttpu")
         key = id(tensor)
         version = (tensor.data_ptr(), tensor._version, tuple(tensor.shape), tensor.dtype)
         cached = self.uploads.get(key)
