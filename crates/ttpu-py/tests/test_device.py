@@ -432,6 +432,39 @@ def test_backward_overloads_of_pooling_and_masked_scatter(name):
         torch.testing.assert_close(have, want, rtol=1e-4, atol=1e-5)
 
 
+def _scaled_training(device):
+    # A scale so large that the first steps' gradients overflow (skipped, the scale backs off),
+    # then steps that count up to a growth.
+    torch.manual_seed(0)
+    model = models.MLP().to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-6, momentum=0.9)
+    scaler = torch.amp.GradScaler(device, init_scale=2.0**120, growth_factor=3.0, backoff_factor=0.25, growth_interval=2)
+    generator = torch.Generator().manual_seed(0)
+    scales, found = [], []
+    for _ in range(14):
+        x = torch.randn(8, 16, generator=generator).to(device)
+        loss = model(x).square().mean() * 1e4
+        scaler.scale(loss).backward()
+        scaler.unscale_(opt)
+        found.append(sum(v.item() for v in scaler._per_optimizer_states[id(opt)]["found_inf_per_device"].values()))
+        scaler.step(opt)
+        scaler.update()
+        opt.zero_grad()
+        scales.append(scaler.get_scale())
+    return scales, found, [p.detach().cpu() for p in model.parameters()]
+
+
+def test_grad_scaler_skips_overflowing_steps_and_grows_as_on_the_cpu():
+    # `_amp_foreach_non_finite_check_and_unscale_` and `_amp_update_scale_` in the op table.
+    got, want = _scaled_training("ttpu"), _scaled_training("cpu")
+    # The run overflows, then it does not, and then grows its scale.
+    assert want[1][0] == 1.0 and 0.0 in want[1], want[1]
+    assert any(later > earlier for earlier, later in zip(want[0], want[0][1:])), want[0]
+    assert got[0] == want[0] and got[1] == want[1]
+    for have, expected in zip(got[2], want[2]):
+        torch.testing.assert_close(have, expected, rtol=1e-4, atol=1e-5)
+
+
 def test_mixing_devices_is_an_error_as_with_cuda():
     x = torch.ones(3, device="ttpu")
     with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device, but found at least two devices, ttpu:0 and cpu"):

@@ -629,6 +629,12 @@ pub static TABLE: &[OpDef] = &[
         "self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, *, lr, beta1, beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf",
         |cx, a| optim::fused_adam(cx, a, true),
     ),
+    def("aten._amp_foreach_non_finite_check_and_unscale.default", "self, found_inf, inv_scale", optim::amp_unscale),
+    def(
+        "aten._amp_update_scale.default",
+        "self, growth_tracker, found_inf, scale_growth_factor, scale_backoff_factor, growth_interval",
+        optim::amp_update_scale,
+    ),
     def("aten._foreach_add.Scalar", "self, scalar", |cx, a| {
         optim::foreach(cx, a, "aten.add.Tensor", &[("self", Each("self")), ("other", Whole("scalar"))])
     }),

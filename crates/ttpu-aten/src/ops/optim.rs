@@ -276,3 +276,108 @@ pub(super) fn fused_adam(cx: &mut Cx<'_>, args: &Args, decoupled: bool) -> Resul
     }
     Ok(Imported::Tuple(outputs.into_iter().map(Imported::Tuple).collect()))
 }
+
+/// `_amp_foreach_non_finite_check_and_unscale(self, found_inf, inv_scale)` (the functional form
+/// of the in-place op `GradScaler.unscale_` calls) → (the gradients times `inv_scale`, each
+/// product in the gradient's opmath and an `inv_scale` of exactly 1 leaving it as it is, and
+/// `found_inf`, set to 1 where any gradient holds an infinity or a NaN and kept otherwise).
+pub(super) fn amp_unscale(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let grads = args.tensors("self")?;
+    let (found_inf, inv_scale) = (args.tensor("found_inf")?, args.tensor("inv_scale")?);
+    for (what, value) in [("found_inf", found_inf), ("inv_scale", inv_scale)] {
+        if cx.dtype(value) != DType::F32
+            || cx.shape(value).as_static().is_none_or(|dims| dims.iter().product::<i64>() != 1)
+        {
+            return Err(cx.bad(format!("{what} must be a 1-element float tensor, found {}", cx.ty(value))));
+        }
+    }
+    let scalar = ttpu_ir::Shape::from_static(&[]);
+    let inv = cx.reshape(inv_scale, scalar.clone())?;
+    let mut any_bad: Option<ValueId> = None;
+    let mut unscaled = Vec::with_capacity(grads.len());
+    for &grad in &grads {
+        let dtype = cx.dtype(grad);
+        if !dtype.is_float() {
+            return Err(cx.bad(format!("gradients must be floating point, found {}", cx.ty(grad))));
+        }
+        let compute = opmath(dtype);
+        let value = cx.convert(grad, compute)?;
+        let shape = cx.shape(value);
+        let factor = cx.convert(inv, compute)?;
+        let factor = cx.broadcast_to(factor, &shape)?;
+        let product = cx.binary(BinaryOp::Multiply, value, factor)?;
+        let one = cx.splat(compute, Scalar::Int(1), &shape)?;
+        let exact = cx.compare(CompareDirection::Eq, factor, one)?;
+        let kept = cx.select(exact, value, product)?;
+        unscaled.push(Imported::Tensor(cx.convert(kept, dtype)?));
+        let finite = cx.unary(UnaryOp::IsFinite, grad)?;
+        let all_finite = cx.reduce(finite, ReduceKind::And, &(0..cx.rank(grad)).collect::<Vec<_>>())?;
+        let bad = cx.unary(UnaryOp::Not, all_finite)?;
+        any_bad = Some(match any_bad {
+            None => bad,
+            Some(acc) => cx.binary(BinaryOp::Or, acc, bad)?,
+        });
+    }
+    let found = match any_bad {
+        None => found_inf,
+        Some(bad) => {
+            let shape = cx.shape(found_inf);
+            let bad = cx.broadcast_to(bad, &shape)?;
+            let one = cx.splat(DType::F32, Scalar::Int(1), &shape)?;
+            cx.select(bad, one, found_inf)?
+        }
+    };
+    Ok(Imported::Tuple(vec![Imported::Tuple(unscaled), Imported::Tensor(found)]))
+}
+
+/// `_amp_update_scale(self, growth_tracker, found_inf, scale_growth_factor,
+/// scale_backoff_factor, growth_interval)` (the functional form of `GradScaler.update`'s op) →
+/// (the new scale, the new growth tracker): after an overflow the scale backs off and the
+/// tracker restarts; otherwise the tracker counts up, and at `growth_interval` the scale grows
+/// (if the grown scale is finite) and the tracker restarts, as PyTorch's kernels do it.
+pub(super) fn amp_update_scale(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let (scale, tracker, found_inf) = (args.tensor("self")?, args.tensor("growth_tracker")?, args.tensor("found_inf")?);
+    let growth = args.scalar("scale_growth_factor")?.as_f64();
+    let backoff = args.scalar("scale_backoff_factor")?.as_f64();
+    let interval = args.int("growth_interval")?;
+    let one_element =
+        |cx: &Cx<'_>, value: ValueId| cx.shape(value).as_static().is_some_and(|dims| dims.iter().product::<i64>() == 1);
+    if cx.dtype(scale) != DType::F32
+        || cx.dtype(tracker) != DType::I32
+        || cx.dtype(found_inf) != DType::F32
+        || !one_element(cx, scale)
+        || !one_element(cx, tracker)
+        || !one_element(cx, found_inf)
+    {
+        return Err(cx.bad(format!(
+            "expects 1-element scale (float), growth_tracker (int) and found_inf (float), found {}, {} and {}",
+            cx.ty(scale),
+            cx.ty(tracker),
+            cx.ty(found_inf)
+        )));
+    }
+    let shape = cx.shape(scale);
+    let found = cx.reshape(found_inf, shape.clone())?;
+    let zero = cx.splat(DType::F32, Scalar::Int(0), &shape)?;
+    let overflow = cx.compare(CompareDirection::Ne, found, zero)?;
+    // The kernels multiply the float32 scale by the factor as a double and round the product once.
+    let wide = cx.convert(scale, DType::F64)?;
+    let backed_off = cx.binary_scalar(BinaryOp::Multiply, wide, Scalar::Float(backoff))?;
+    let backed_off = cx.convert(backed_off, DType::F32)?;
+    let grown = cx.binary_scalar(BinaryOp::Multiply, wide, Scalar::Float(growth))?;
+    let grown = cx.convert(grown, DType::F32)?;
+    let tracker_shape = cx.shape(tracker);
+    let tracker = cx.reshape(tracker, shape.clone())?;
+    let successful = cx.binary_scalar(BinaryOp::Add, tracker, Scalar::Int(1))?;
+    let limit = cx.splat(DType::I32, Scalar::Int(interval), &shape)?;
+    let due = cx.compare(CompareDirection::Eq, successful, limit)?;
+    let finite = cx.unary(UnaryOp::IsFinite, grown)?;
+    let grow = cx.binary(BinaryOp::And, due, finite)?;
+    let kept_or_grown = cx.select(grow, grown, scale)?;
+    let new_scale = cx.select(overflow, backed_off, kept_or_grown)?;
+    let restart = cx.binary(BinaryOp::Or, overflow, due)?;
+    let zero_count = cx.splat(DType::I32, Scalar::Int(0), &shape)?;
+    let new_tracker = cx.select(restart, zero_count, successful)?;
+    let new_tracker = cx.reshape(new_tracker, tracker_shape)?;
+    Ok(Imported::Tuple(vec![Imported::Tensor(new_scale), Imported::Tensor(new_tracker)]))
+}
