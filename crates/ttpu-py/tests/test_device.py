@@ -432,12 +432,16 @@ def test_backward_overloads_of_pooling_and_masked_scatter(name):
         torch.testing.assert_close(have, want, rtol=1e-4, atol=1e-5)
 
 
-def _scaled_training(device):
+def _scaled_training(device, optimizer):
     # A scale so large that the first steps' gradients overflow (skipped, the scale backs off),
     # then steps that count up to a growth.
     torch.manual_seed(0)
     model = models.MLP().to(device)
-    opt = torch.optim.SGD(model.parameters(), lr=1e-6, momentum=0.9)
+    if optimizer == "sgd":
+        opt = torch.optim.SGD(model.parameters(), lr=1e-6, momentum=0.9)
+    else:
+        # A fused step takes the scale and the overflow flag itself (`grad_scale`, `found_inf`).
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
     scaler = torch.amp.GradScaler(device, init_scale=2.0**120, growth_factor=3.0, backoff_factor=0.25, growth_interval=2)
     generator = torch.Generator().manual_seed(0)
     scales, found = [], []
@@ -445,18 +449,20 @@ def _scaled_training(device):
         x = torch.randn(8, 16, generator=generator).to(device)
         loss = model(x).square().mean() * 1e4
         scaler.scale(loss).backward()
-        scaler.unscale_(opt)
-        found.append(sum(v.item() for v in scaler._per_optimizer_states[id(opt)]["found_inf_per_device"].values()))
+        if optimizer == "sgd":
+            scaler.unscale_(opt)
         scaler.step(opt)
+        found.append(sum(v.item() for v in scaler._per_optimizer_states[id(opt)]["found_inf_per_device"].values()))
         scaler.update()
         opt.zero_grad()
         scales.append(scaler.get_scale())
     return scales, found, [p.detach().cpu() for p in model.parameters()]
 
 
-def test_grad_scaler_skips_overflowing_steps_and_grows_as_on_the_cpu():
+@pytest.mark.parametrize("optimizer", ["sgd", "fused_adamw"])
+def test_grad_scaler_skips_overflowing_steps_and_grows_as_on_the_cpu(optimizer):
     # `_amp_foreach_non_finite_check_and_unscale_` and `_amp_update_scale_` in the op table.
-    got, want = _scaled_training("ttpu"), _scaled_training("cpu")
+    got, want = _scaled_training("ttpu", optimizer), _scaled_training("cpu", optimizer)
     # The run overflows, then it does not, and then grows its scale.
     assert want[1][0] == 1.0 and 0.0 in want[1], want[1]
     assert any(later > earlier for earlier, later in zip(want[0], want[0][1:])), want[0]

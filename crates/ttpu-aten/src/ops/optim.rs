@@ -181,9 +181,9 @@ pub(super) fn fused_adam(cx: &mut Cx<'_>, args: &Args, decoupled: bool) -> Resul
     let lr = args.operand("lr")?;
     let (beta1, beta2) = (args.scalar("beta1")?.as_f64(), args.scalar("beta2")?.as_f64());
     let (weight_decay, eps) = (args.scalar("weight_decay")?.as_f64(), args.scalar("eps")?.as_f64());
-    if args.given("found_inf") {
-        return Err(cx.bad("`found_inf` (a skipped step) is not supported: the step would depend on the data"));
-    }
+    // GradScaler's overflow flag: where it is exactly 1 the kernel returns before touching
+    // anything, so each result falls back to its input there.
+    let found_inf = if args.given("found_inf") { args.opt_tensor("found_inf")? } else { None };
     let grad_scale = args.opt_tensor("grad_scale")?;
     let mut outputs: [Vec<Imported>; 5] = Default::default();
     for index in 0..count {
@@ -274,7 +274,30 @@ pub(super) fn fused_adam(cx: &mut Cx<'_>, args: &Args, decoupled: bool) -> Resul
     if !amsgrad {
         outputs[4] = max_exp_avg_sqs.iter().map(|&value| Imported::Tensor(value)).collect();
     }
+    if let Some(found_inf) = found_inf {
+        let inputs = [&params, &grads, &exp_avgs, &exp_avg_sqs, &max_exp_avg_sqs];
+        for (results, originals) in outputs.iter_mut().zip(inputs) {
+            for (result, &original) in results.iter_mut().zip(originals.iter()) {
+                let Imported::Tensor(updated) = *result else { continue };
+                *result = Imported::Tensor(skipped_on_overflow(cx, found_inf, original, updated)?);
+            }
+        }
+    }
     Ok(Imported::Tuple(outputs.into_iter().map(Imported::Tuple).collect()))
+}
+
+/// `updated` where `found_inf` is not exactly 1, else `original` (a step GradScaler skips).
+fn skipped_on_overflow(cx: &mut Cx<'_>, found_inf: ValueId, original: ValueId, updated: ValueId) -> Result<ValueId> {
+    if cx.shape(found_inf).as_static().is_none_or(|dims| dims.iter().product::<i64>() != 1) {
+        return Err(cx.bad(format!("found_inf must hold one element, found {}", cx.ty(found_inf))));
+    }
+    let flag = cx.reshape(found_inf, ttpu_ir::Shape::from_static(&[]))?;
+    let flag = cx.convert(flag, DType::F32)?;
+    let one = cx.scalar(DType::F32, Scalar::Int(1));
+    let skip = cx.compare(CompareDirection::Eq, flag, one)?;
+    let shape = cx.shape(updated);
+    let skip = cx.broadcast_to(skip, &shape)?;
+    cx.select(skip, original, updated)
 }
 
 /// `_amp_foreach_non_finite_check_and_unscale(self, found_inf, inv_scale)` (the functional form
