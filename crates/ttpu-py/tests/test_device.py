@@ -471,6 +471,29 @@ def test_grad_scaler_skips_overflowing_steps_and_grows_as_on_the_cpu(optimizer):
         torch.testing.assert_close(have, expected, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_pinning_data_loader_runs_unpinned_with_a_warning(workers):
+    from torch.utils.data import DataLoader, TensorDataset
+
+    data = TensorDataset(torch.arange(20.0).reshape(10, 2), torch.arange(10))
+    loader = DataLoader(data, batch_size=4, pin_memory=True, num_workers=workers)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        sums = [(x.to("ttpu", non_blocking=True).sum() + y.to("ttpu").sum()).item() for x, y in loader]
+    assert sums == [(x.sum() + y.sum()).item() for x, y in DataLoader(data, batch_size=4)]
+    assert sum("has no pinned host memory" in str(w.message) for w in caught) == 1, [str(w.message) for w in caught]
+
+
+def test_pinned_memory_is_refused_with_what_to_do():
+    with pytest.raises(RuntimeError, match=r"^ttpu: the ttpu device has no pinned host memory .* pass pin_memory=False"):
+        torch.randn(3).pin_memory()
+    with pytest.raises(RuntimeError, match="pass pin_memory=False"):
+        torch.randn(3).pin_memory("ttpu")
+    with pytest.raises(RuntimeError, match="pass pin_memory=False"):
+        torch.empty(3, device="ttpu", pin_memory=True)
+    assert not torch.randn(3).is_pinned()
+
+
 def test_mixing_devices_is_an_error_as_with_cuda():
     x = torch.ones(3, device="ttpu")
     with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device, but found at least two devices, ttpu:0 and cpu"):

@@ -936,7 +936,7 @@ _SPECIAL = {
 def _factory(func):
     def kernel(*args, **kwargs):
         if kwargs.get("pin_memory"):
-            raise RuntimeError("ttpu: pinned memory needs a C++ backend; pass pin_memory=False")
+            raise RuntimeError(_PINNED_MEMORY)
         op, supported, _ = _register(func)
         if not supported:
             return _generic(func)(args, kwargs)
@@ -1307,6 +1307,48 @@ def _init() -> None:
         _ttpu.device_set_mode(mode)
     _check_autograd_engine()
     _fake_tensors_stay_off_the_device()
+    _no_pinned_memory()
+
+
+_PINNED_MEMORY = (
+    "ttpu: the ttpu device has no pinned host memory (a pinned allocator needs a C++ backend); host tensors "
+    "cross from ordinary memory, so pass pin_memory=False (for Hugging Face's Trainer, dataloader_pin_memory=False)"
+)
+
+
+def _no_pinned_memory() -> None:
+    """Pinned host memory needs a C++ allocator hook, which a Python backend cannot give, and
+    PyTorch's own error names its internals. `tensor.pin_memory()` for the ttpu device is refused
+    with what to do instead; a DataLoader with `pin_memory=True` leaves its batches unpinned with
+    one warning, as PyTorch's DataLoader does for MPS, so a loop written for CUDA runs unchanged."""
+    from torch.utils.data import dataloader
+
+    original_pin = torch.Tensor.pin_memory
+
+    def pin_memory(self, device=None):
+        if device is None or str(device) == "":
+            accelerator = torch.accelerator.current_accelerator()
+            target = accelerator.type if accelerator is not None else None
+        else:
+            target = torch.device(device).type
+        if target == "ttpu":
+            raise RuntimeError(_PINNED_MEMORY)
+        return original_pin(self) if device is None else original_pin(self, device)
+
+    torch.Tensor.pin_memory = pin_memory
+    original_init = dataloader._BaseDataLoaderIter.__init__
+
+    def init(self, loader):
+        original_init(self, loader)
+        if self._pin_memory and self._pin_memory_device == "ttpu":
+            self._pin_memory = False
+            warnings.warn(
+                "'pin_memory' argument is set as true but the ttpu device has no pinned host memory; device "
+                "pinned memory won't be used.",
+                stacklevel=2,
+            )
+
+    dataloader._BaseDataLoaderIter.__init__ = init
 
 
 def _fake_tensors_stay_off_the_device() -> None:
