@@ -494,6 +494,53 @@ def test_pinned_memory_is_refused_with_what_to_do():
     assert not torch.randn(3).is_pinned()
 
 
+def _frequencies(draws, categories):
+    return torch.stack([(draws == k).double().mean(dim=-1) for k in range(categories)], dim=-1)
+
+
+def test_multinomial_draws_from_the_weights():
+    # PyTorch's algorithms from the device's seeded generator: the frequencies, not the numbers.
+    weights = torch.tensor([[0.1, 0.0, 0.6, 0.3], [1.0, 1.0, 2.0, 0.0]])
+    expected = weights / weights.sum(dim=1, keepdim=True)
+    torch.manual_seed(0)
+    with_replacement = torch.multinomial(weights.to("ttpu"), 100000, replacement=True).cpu()
+    assert with_replacement.dtype == torch.int64 and with_replacement.shape == (2, 100000)
+    torch.testing.assert_close(_frequencies(with_replacement, 4), expected.double(), rtol=0, atol=0.01)
+    # The check tells a wrong distribution apart.
+    uniform = torch.randint(0, 4, (2, 100000))
+    assert not torch.allclose(_frequencies(uniform, 4), expected.double(), rtol=0, atol=0.01)
+    rows = weights[0].repeat(50000, 1)
+    without = torch.multinomial(rows.to("ttpu"), 2).cpu()
+    assert (without[:, 0] != without[:, 1]).all() and (without != 1).all()
+    torch.testing.assert_close(_frequencies(without[:, 0], 4), expected[0].double(), rtol=0, atol=0.01)
+    cpu_second = _frequencies(torch.multinomial(rows, 2)[:, 1], 4)
+    torch.testing.assert_close(_frequencies(without[:, 1], 4), cpu_second, rtol=0, atol=0.01)
+    one = torch.multinomial(torch.tensor([0.0, 1.0, 0.0]).to("ttpu"), 1)
+    assert one.shape == (1,) and one.item() == 1
+    with pytest.raises(RuntimeError, match="without replacement"):
+        torch.multinomial(torch.ones(3, device="ttpu"), 4)
+
+
+def test_sampling_generate_runs_on_the_device_and_repeats_under_a_seed():
+    import transformers
+
+    config = transformers.LlamaConfig(
+        vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=64,
+    )
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(config).eval().to("ttpu")
+    ids = torch.randint(3, 128, (2, 6)).to("ttpu")
+    runs = []
+    for seed in (1, 1, 2):
+        torch.manual_seed(seed)
+        out = model.generate(ids, max_new_tokens=8, do_sample=True, top_k=20, top_p=0.9, temperature=0.8, pad_token_id=0)
+        runs.append(out.cpu())
+    assert runs[0].shape == (2, 14) and torch.equal(runs[0][:, :6], ids.cpu())
+    assert ((runs[0] >= 0) & (runs[0] < 128)).all()
+    assert torch.equal(runs[0], runs[1]) and not torch.equal(runs[0], runs[2])
+
+
 def test_mixing_devices_is_an_error_as_with_cuda():
     x = torch.ones(3, device="ttpu")
     with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device, but found at least two devices, ttpu:0 and cpu"):

@@ -1018,6 +1018,7 @@ pub static TABLE: &[OpDef] = &[
         random::rrelu_with_noise,
     ),
     def("aten.exponential.default", "self, lambd, *, generator", random::exponential),
+    def("aten.multinomial.default", "self, num_samples, replacement, *, generator", random::multinomial),
     // ---- copies of views (values are immutable, so each is its view, laid out contiguously) ----
     def("aten.view_copy.default", "self, size", layout::view),
     def("aten.view_copy.dtype", "self, dtype", layout::view_dtype),

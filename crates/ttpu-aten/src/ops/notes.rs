@@ -94,6 +94,15 @@ pub static NOTES: &[(&str, Note)] = &[
     ("aten.randint_like.default", Note::Partial(RANDOM)),
     ("aten.randint_like.low_dtype", Note::Partial(RANDOM)),
     (
+        "aten.multinomial.default",
+        Note::Partial(
+            "PyTorch's algorithms (exponential keys without replacement, a search of the running sums with it) \
+             from the seeded generator (see Random numbers), not PyTorch's numbers; weights that are negative, \
+             infinite or NaN, or a row with fewer positive weights than samples drawn without replacement \
+             (PyTorch's errors, decided by the data) are not detected",
+        ),
+    ),
+    (
         "aten.randperm.default",
         Note::Partial(
             "a uniformly random permutation from the seeded generator (see Random numbers), not PyTorch's \

@@ -343,3 +343,71 @@ pub(super) fn rrelu_with_noise(cx: &mut Cx<'_>, args: &Args) -> Result<Imported>
     let noise_out = cx.select(at_most_zero, slopes, one)?;
     Ok(Imported::Tuple(vec![Imported::Tensor(result), Imported::Tensor(noise_out)]))
 }
+
+/// `multinomial(self, num_samples, replacement, *, generator)`: category indices drawn with the
+/// weights of each row of `self` (1-D or 2-D, not necessarily normalised), PyTorch's algorithms
+/// from the seeded generator: without replacement the `num_samples` largest of `w / q` with `q`
+/// exponential (the first largest on ties); with replacement, for each uniform `u`, the number of
+/// normalised running sums below `u`, as PyTorch's CPU kernel's binary search counts them.
+pub(super) fn multinomial(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let weights = args.tensor("self")?;
+    let samples = args.int("num_samples")?;
+    let replacement = args.bool_or("replacement", false)?;
+    let ty = cx.ty(weights);
+    let dims = cx.static_dims(weights, "multinomial")?;
+    if !ty.dtype.is_float() || !(1..=2).contains(&dims.len()) {
+        return Err(cx.bad(format!("multinomial takes a 1-D or 2-D floating-point tensor, found {ty}")));
+    }
+    let categories = dims[dims.len() - 1];
+    if categories == 0 {
+        return Err(cx.bad("multinomial needs at least one category"));
+    }
+    if samples <= 0 {
+        return Err(cx.bad(format!("cannot sample n_sample <= 0 samples, found {samples}")));
+    }
+    if !replacement && samples > categories {
+        return Err(cx.bad(format!(
+            "cannot sample n_sample > prob_dist.size(-1) samples without replacement ({samples} > {categories})"
+        )));
+    }
+    let rows = if dims.len() == 2 { dims[0] } else { 1 };
+    cx.table(&[rows, samples, categories], "multinomial")?;
+    let math = opmath(ty.dtype);
+    let grid = Shape::from_static(&[rows, categories]);
+    let value = cx.convert(weights, math)?;
+    let value = cx.reshape(value, grid.clone())?;
+    let picked = if replacement {
+        // [rows, categories] running sums over the total, then for each of `samples` uniforms the
+        // count of sums strictly below it (at most the last category).
+        let window = ttpu_ir::Window {
+            dimensions: [1, categories].into_iter().collect(),
+            strides: [1, 1].into_iter().collect(),
+            base_dilations: [1, 1].into_iter().collect(),
+            window_dilations: [1, 1].into_iter().collect(),
+            padding: [(0, 0), (categories - 1, 0)].into_iter().collect(),
+        };
+        let built = cx.b.reduce_window(value, ttpu_ir::ReduceKind::Sum, window);
+        let running = cx.ok(built)?;
+        let total = cx.slice(running, &[0, categories - 1], &[rows, categories], &[1, 1])?;
+        let total = cx.broadcast_in_dim(total, &[0, 1], grid.clone())?;
+        let cdf = cx.binary(BinaryOp::Divide, running, total)?;
+        let cube = Shape::from_static(&[rows, samples, categories]);
+        let cdf = cx.broadcast_in_dim(cdf, &[0, 2], cube.clone())?;
+        let u = unit_uniform(cx, math, digits(math), &Shape::from_static(&[rows, samples]))?;
+        let u = cx.broadcast_in_dim(u, &[0, 1], cube)?;
+        let below = cx.compare(CompareDirection::Lt, cdf, u)?;
+        let below = cx.convert(below, DType::I64)?;
+        let count = cx.reduce(below, ttpu_ir::ReduceKind::Sum, &[2])?;
+        cx.binary_scalar(BinaryOp::Minimum, count, Scalar::Int(categories - 1))?
+    } else {
+        let u = unit_uniform(cx, math, digits(math), &grid)?;
+        let negated = cx.unary(UnaryOp::Negate, u)?;
+        let q = cx.unary(UnaryOp::LogPlusOne, negated)?;
+        let q = cx.unary(UnaryOp::Negate, q)?;
+        let keys = cx.binary(BinaryOp::Divide, value, q)?;
+        let (_, order) = super::index::sort_dim(cx, keys, 1, true)?;
+        cx.slice(order, &[0, 0], &[rows, samples], &[1, 1])?
+    };
+    let shape: Vec<i64> = if dims.len() == 2 { vec![rows, samples] } else { vec![samples] };
+    tensor(cx.reshape(picked, Shape::from_static(&shape))?)
+}
