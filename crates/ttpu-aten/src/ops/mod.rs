@@ -273,6 +273,7 @@ pub static TABLE: &[OpDef] = &[
         nn::batch_norm_functional,
     ),
     def("aten._cdist_forward.default", "x1, x2, p, compute_mode", nn::cdist),
+    def("aten._cdist_backward.default", "grad, x1, x2, p, cdist", nn::cdist_backward),
     def("aten._pdist_forward.default", "self, p", nn::pdist),
     def(
         "aten.convolution.default",

@@ -895,13 +895,20 @@ pub(super) fn p_norm_last(cx: &mut Cx<'_>, diff: ValueId, p: f64) -> Result<Valu
 /// `[.., P, M]` and `x2` `[.., R, M]`, computed directly (PyTorch may use a matmul expansion for
 /// p = 2 on more than 25 rows, which rounds differently).
 pub(super) fn cdist(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
-    let (mut x1, mut x2) = (args.tensor("x1")?, args.tensor("x2")?);
+    let (x1, x2) = (args.tensor("x1")?, args.tensor("x2")?);
     let p = args.scalar("p")?.as_f64();
+    let (diff, dtype) = pairwise_differences(cx, x1, x2, p)?;
+    let distance = p_norm_last(cx, diff, p)?;
+    tensor(cx.convert(distance, dtype)?)
+}
+
+/// `x1[..., i, :] - x2[..., j, :]` for every pair, `[batch..., P, R, M]` in opmath (batch dims
+/// broadcast, the side with fewer getting leading dims of size one), and the operands' dtype.
+fn pairwise_differences(cx: &mut Cx<'_>, mut x1: ValueId, mut x2: ValueId, p: f64) -> Result<(ValueId, DType)> {
     let dtype = cx.dtype(x1);
-    if !dtype.is_float() || cx.dtype(x2) != dtype || cx.rank(x1) < 2 || cx.rank(x2) < 2 || p < 0.0 {
+    if !dtype.is_float() || cx.dtype(x2) != dtype || cx.rank(x1) < 2 || cx.rank(x2) < 2 || p.is_nan() || p < 0.0 {
         return Err(cx.bad(format!("cannot take distances between {} and {}", cx.ty(x1), cx.ty(x2))));
     }
-    // Batch dims broadcast: the side with fewer gets leading dims of size one.
     let rank = cx.rank(x1).max(cx.rank(x2));
     for side in [&mut x1, &mut x2] {
         let dims = cx.static_dims(*side, "cdist")?;
@@ -926,9 +933,64 @@ pub(super) fn cdist(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     // Size-1 batch dims of either side broadcast through `broadcast_in_dim`.
     let a = cx.broadcast_in_dim(a, &a_dims, cube.clone())?;
     let b = cx.broadcast_in_dim(b, &b_dims, cube)?;
-    let diff = cx.binary(BinaryOp::Subtract, a, b)?;
-    let distance = p_norm_last(cx, diff, p)?;
-    tensor(cx.convert(distance, dtype)?)
+    Ok((cx.binary(BinaryOp::Subtract, a, b)?, dtype))
+}
+
+/// `_cdist_backward(grad, x1, x2, p, cdist)`: the gradient of `x1` (over the broadcast batch),
+/// PyTorch's per-pair terms summed over the rows of `x2`: 0 for `p = 0`; `grad * sign(diff)` for
+/// `p = 1`; `grad * sign(diff) * (|diff| == dist)` for `p = inf`; otherwise
+/// `diff * |diff|^(p-2) * grad / dist^(p-1)` (`grad * diff / dist` at 2, `sign(diff) *
+/// |diff|^(p-1) * ...` below 2), 0 where the distance is 0 and, below 1, where `diff` is.
+pub(super) fn cdist_backward(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let (grad, x1, x2, dist) = (args.tensor("grad")?, args.tensor("x1")?, args.tensor("x2")?, args.tensor("cdist")?);
+    let p = args.scalar("p")?.as_f64();
+    let (diff, dtype) = pairwise_differences(cx, x1, x2, p)?;
+    let cube = cx.shape(diff);
+    let rank = cx.rank(diff);
+    let pairs: Vec<i64> = cube.as_static().expect("static differences")[..rank - 1].to_vec();
+    for (what, value) in [("grad", grad), ("cdist", dist)] {
+        if cx.shape(value).as_static().as_deref() != Some(&pairs[..]) {
+            return Err(cx.bad(format!("{what} {} does not match the distances {pairs:?}", cx.ty(value))));
+        }
+    }
+    let compute = cx.dtype(diff);
+    let spread: Vec<i64> = (0..rank as i64 - 1).collect();
+    let (g, d) = (cx.convert(grad, compute)?, cx.convert(dist, compute)?);
+    let (g, d) = (cx.broadcast_in_dim(g, &spread, cube.clone())?, cx.broadcast_in_dim(d, &spread, cube.clone())?);
+    let zero = cx.splat(compute, Scalar::Int(0), &cube)?;
+    let sign = cx.unary(UnaryOp::Sign, diff)?;
+    let magnitude = cx.unary(UnaryOp::Abs, diff)?;
+    let signed_grad = cx.binary(BinaryOp::Multiply, g, sign)?;
+    let term = if p == 0.0 {
+        zero
+    } else if p == 1.0 {
+        signed_grad
+    } else if p.is_infinite() {
+        let at_max = cx.compare(CompareDirection::Eq, magnitude, d)?;
+        let at_max = cx.convert(at_max, compute)?;
+        cx.binary(BinaryOp::Multiply, signed_grad, at_max)?
+    } else {
+        let numerator = if p == 2.0 {
+            cx.binary(BinaryOp::Multiply, g, diff)?
+        } else if p < 2.0 {
+            let power = cx.binary_scalar(BinaryOp::Power, magnitude, Scalar::Float(p - 1.0))?;
+            cx.binary(BinaryOp::Multiply, signed_grad, power)?
+        } else {
+            let power = cx.binary_scalar(BinaryOp::Power, magnitude, Scalar::Float(p - 2.0))?;
+            let scaled = cx.binary(BinaryOp::Multiply, diff, power)?;
+            cx.binary(BinaryOp::Multiply, scaled, g)?
+        };
+        let denominator = if p == 2.0 { d } else { cx.binary_scalar(BinaryOp::Power, d, Scalar::Float(p - 1.0))? };
+        let quotient = cx.binary(BinaryOp::Divide, numerator, denominator)?;
+        let mut vanishes = cx.compare(CompareDirection::Eq, d, zero)?;
+        if p < 1.0 {
+            let flat = cx.compare(CompareDirection::Eq, diff, zero)?;
+            vanishes = cx.binary(BinaryOp::Or, vanishes, flat)?;
+        }
+        cx.select(vanishes, zero, quotient)?
+    };
+    let summed = cx.reduce(term, ReduceKind::Sum, &[rank - 2])?;
+    tensor(cx.convert(summed, dtype)?)
 }
 
 /// `_pdist_forward(self, p)`: distances between every pair `i < j` of rows, row-major.
