@@ -795,19 +795,10 @@ pub(super) fn masked_scatter(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
 }
 
 /// The flattened mask (`total` elements) and each element's position among the masked ones:
-/// the count of masked elements before it (an exclusive running sum).
+/// the count of masked elements before it (the exclusive form of `running_count`).
 fn masked_positions(cx: &mut Cx<'_>, mask: ValueId, total: i64) -> Result<(ValueId, ValueId)> {
-    let flat_mask = cx.reshape(mask, Shape::from_static(&[total]))?;
+    let (flat_mask, inclusive) = running_count(cx, mask, total)?;
     let ones = cx.convert(flat_mask, DType::I64)?;
-    let window = ttpu_ir::Window {
-        dimensions: [total.max(1)].into_iter().collect(),
-        strides: [1].into_iter().collect(),
-        base_dilations: [1].into_iter().collect(),
-        window_dilations: [1].into_iter().collect(),
-        padding: [((total - 1).max(0), 0)].into_iter().collect(),
-    };
-    let built = cx.b.reduce_window(ones, ReduceKind::Sum, window);
-    let inclusive = cx.ok(built)?;
     Ok((flat_mask, cx.binary(BinaryOp::Subtract, inclusive, ones)?))
 }
 

@@ -248,7 +248,11 @@ fn grouped_contraction(cx: &mut Cx<'_>, input: ValueId, weight: ValueId, offs: V
     let (input_dims, weight_dims) =
         (cx.static_dims(input, "a grouped matmul")?, cx.static_dims(weight, "a grouped matmul")?);
     let (&[m, k], &[k2, _]) = (&input_dims[..], &weight_dims[..]) else {
-        return Err(cx.bad("expects two 2-D operands"));
+        return Err(cx.bad(format!(
+            "a grouped contraction expects two 2-D operands, found {} and {}",
+            cx.ty(input),
+            cx.ty(weight)
+        )));
     };
     let dtype = cx.dtype(input);
     let Some(&[groups]) = cx.shape(offs).as_static().as_deref() else {

@@ -98,8 +98,8 @@ pub static NOTES: &[(&str, Note)] = &[
         Note::Partial(
             "PyTorch's algorithms (exponential keys without replacement, a search of the running sums with it) \
              from the seeded generator (see Random numbers), not PyTorch's numbers; weights that are negative, \
-             infinite or NaN, or a row with fewer positive weights than samples drawn without replacement \
-             (PyTorch's errors, decided by the data) are not detected",
+             infinite or NaN, a row whose weights sum to zero, or a row with fewer positive weights than \
+             samples drawn without replacement (PyTorch's errors, decided by the data) are not detected",
         ),
     ),
     (

@@ -274,11 +274,16 @@ pub(super) fn exponential(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     if !math.is_float() {
         return Err(cx.bad(format!("exponential needs a floating-point tensor, found {}", like)));
     }
-    let u = unit_uniform(cx, math, digits(math), &like.shape)?;
+    let value = exponential_draws(cx, math, &like.shape, lambd)?;
+    tensor(cx.convert(value, like.dtype)?)
+}
+
+/// Exponential samples of rate `lambd` in `dtype` (a float opmath): `-ln(1 - u) / lambd`.
+fn exponential_draws(cx: &mut Cx<'_>, dtype: DType, shape: &Shape, lambd: f64) -> Result<ValueId> {
+    let u = unit_uniform(cx, dtype, digits(dtype), shape)?;
     let negated = cx.unary(UnaryOp::Negate, u)?;
     let log = cx.unary(UnaryOp::LogPlusOne, negated)?;
-    let value = cx.binary_scalar(BinaryOp::Multiply, log, Scalar::Float(-1.0 / lambd))?;
-    tensor(cx.convert(value, like.dtype)?)
+    cx.binary_scalar(BinaryOp::Multiply, log, Scalar::Float(-1.0 / lambd))
 }
 
 /// `native_dropout(input, p, train=True)`: `(input * mask * 1/(1-p), mask)` with `mask` true
@@ -379,13 +384,7 @@ pub(super) fn multinomial(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let picked = if replacement {
         // [rows, categories] running sums over the total, then for each of `samples` uniforms the
         // count of sums strictly below it (at most the last category).
-        let window = ttpu_ir::Window {
-            dimensions: [1, categories].into_iter().collect(),
-            strides: [1, 1].into_iter().collect(),
-            base_dilations: [1, 1].into_iter().collect(),
-            window_dilations: [1, 1].into_iter().collect(),
-            padding: [(0, 0), (categories - 1, 0)].into_iter().collect(),
-        };
+        let window = super::reduce::scan_window(2, 1, categories);
         let built = cx.b.reduce_window(value, ttpu_ir::ReduceKind::Sum, window);
         let running = cx.ok(built)?;
         let total = cx.slice(running, &[0, categories - 1], &[rows, categories], &[1, 1])?;
@@ -400,10 +399,7 @@ pub(super) fn multinomial(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
         let count = cx.reduce(below, ttpu_ir::ReduceKind::Sum, &[2])?;
         cx.binary_scalar(BinaryOp::Minimum, count, Scalar::Int(categories - 1))?
     } else {
-        let u = unit_uniform(cx, math, digits(math), &grid)?;
-        let negated = cx.unary(UnaryOp::Negate, u)?;
-        let q = cx.unary(UnaryOp::LogPlusOne, negated)?;
-        let q = cx.unary(UnaryOp::Negate, q)?;
+        let q = exponential_draws(cx, math, &grid, 1.0)?;
         let keys = cx.binary(BinaryOp::Divide, value, q)?;
         let (_, order) = super::index::sort_dim(cx, keys, 1, true)?;
         cx.slice(order, &[0, 0], &[rows, samples], &[1, 1])?

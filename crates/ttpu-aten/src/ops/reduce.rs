@@ -192,7 +192,7 @@ fn extreme_and_index(
 /// The window of a running reduction along `dim` (of `size` elements, in a rank-`rank` tensor):
 /// each position reduces itself and everything before it, the window reaching back over the whole
 /// dim into padding that holds the reduction's identity.
-fn scan_window(rank: usize, dim: usize, size: i64) -> Window {
+pub(super) fn scan_window(rank: usize, dim: usize, size: i64) -> Window {
     let mut window = Window {
         dimensions: SmallVec::from_elem(1, rank),
         strides: SmallVec::from_elem(1, rank),

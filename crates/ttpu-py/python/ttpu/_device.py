@@ -1250,9 +1250,9 @@ def _init() -> None:
     module = _DeviceModule()
     module._count = count
     _setup_privateuseone_for_python_backend(NAME, backend_module=module)
-    from ._dynamo import _parameters_are_parameters_to_guards
+    from ._dynamo import _adjust_pytorch_once
 
-    _parameters_are_parameters_to_guards()
+    _adjust_pytorch_once()
     _DEVICES.extend(torch.device(NAME, index) for index in range(count))
     # `Module.to` swaps tensors rather than making new Parameters, so parameter objects (and
     # the ties between them, as GPT-2's embeddings) survive the move to the device.

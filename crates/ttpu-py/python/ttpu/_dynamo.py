@@ -104,7 +104,7 @@ def ttpu_backend(gm, example_inputs, **kwargs):
             f"torch.compile(backend=\"ttpu\") takes no options (got {sorted({**options, **kwargs})}); "
             "the plugin is the ttpu device's: set TTPU_DEVICE_PLUGIN before importing ttpu"
         )
-    _parameters_are_parameters_to_guards()
+    _adjust_pytorch_once()
     name = _graph_name(gm)
     compiler = _Compiler(name)
     backend = aot_autograd(
@@ -139,7 +139,17 @@ def ttpu_backend(gm, example_inputs, **kwargs):
     return compiled
 
 
-_GUARDS_PATCHED = [False]
+_ADJUSTED = [False]
+
+
+def _adjust_pytorch_once() -> None:
+    """The adjustments of PyTorch's internals the backend needs, installed at its first graph."""
+    if _ADJUSTED[0]:
+        return
+    _parameters_are_parameters_to_guards()
+    _optimizer_steps_on_the_device()
+    _tangents_restrided_on_the_device()
+    _ADJUSTED[0] = True
 
 
 def _parameters_are_parameters_to_guards() -> None:
@@ -148,8 +158,6 @@ def _parameters_are_parameters_to_guards() -> None:
     ttpu tensor marked ``_is_param`` (as ``nn.Parameter`` marks subclasses), which that exact-type
     test misses, so the guard would refuse a model with tied weights on the frame it was made
     for. The guard builder's ``istype`` answers as it would for a plain parameter."""
-    if _GUARDS_PATCHED[0]:
-        return
     from torch._dynamo import guards
 
     from ._device import TtpuTensor
@@ -162,9 +170,6 @@ def _parameters_are_parameters_to_guards() -> None:
         return original(obj, allowed)
 
     guards.istype = istype
-    _GUARDS_PATCHED[0] = True
-    _optimizer_steps_on_the_device()
-    _tangents_restrided_on_the_device()
 
 
 def _tangents_restrided_on_the_device() -> None:
@@ -482,9 +487,7 @@ class _AtenGraph:
 
         if isinstance(tensor, TtpuTensor) or hasattr(tensor, "_h"):
             return tensor
-        from torch._subclasses.fake_tensor import is_fake
-
-        if is_fake(tensor) and tensor.numel() == 0:
+        if tensor.numel() == 0 and _is_fake(tensor):
             # An empty constant made on the device while tracing (see
             # `_empty_device_constants_allowed`): made again, as it holds no data.
             return torch.empty(tensor.shape, dtype=tensor.dtype, device="ttpu")
@@ -597,6 +600,12 @@ def _attribute(gm, target: str):
     if not isinstance(value, torch.Tensor):
         raise _Unsupported(f"graph attribute `{target}` is a {type(value).__name__}, not a tensor")
     return value
+
+
+def _is_fake(tensor) -> bool:
+    from torch._subclasses.fake_tensor import is_fake
+
+    return is_fake(tensor)
 
 
 def _constant(gm, target: str):
