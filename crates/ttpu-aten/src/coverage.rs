@@ -148,9 +148,15 @@ for static sizes. With symbolic sizes, some decompositions need a dim to be stat
 - Values have no memory layout in the IR; the importer tracks PyTorch's layout of each node (strides and storage offset of views) for the ops that read memory (`as_strided`, `sym_stride`, `sym_storage_offset`), and refuses them where it does not know it.
 - Overloads outside the core set are listed only when they are supported or refused on purpose; most \
 of the others never reach the importer because `run_decompositions()` decomposes them.
-- A program holding `complex32` tensors is refused when it is parsed: StableHLO's complex types have \
-`f32` or `f64` parts only, and PyTorch computes `complex32` in `complex64`, rounding each result's parts \
-to half; the IR has no dtype that would carry that rounding (see [fx-format.md](fx-format.md)).
+- `complex32` (`chalf`) is the IR's `c32`. StableHLO's complex types have `f32` or `f64` parts, so a \
+program holds a `c32` value as `complex<f32>` and rounds both parts to half after every op that computes \
+one, as PyTorch computes `complex32` in `complex64` and rounds each result; device buffers are `c64`. \
+Arithmetic follows PyTorch's CPU kernels: a scalar taking part (a Python number, a zero-dim tensor, \
+`alpha`) becomes a `complex32` first, and `add(z, u, alpha=a)` rounds the product before the sum. Ops \
+PyTorch's CPU lacks for `complex32` (`exp`, `sum`, `div`, ...) compute in `complex64` and round their \
+result, as CUDA's op math does. Refused: bitcasts of any complex type (as by the IR), FFTs of `complex32` (PyTorch's CPU has none in half, and CUDA's computes in half, which a `complex64` FFT rounded \
+afterwards does not reproduce) and kernels over it. Complex scalars in `.fx` text (`complex(1.5, 0.0)`) \
+must have a zero imaginary part.
 
 ## Random numbers
 

@@ -288,7 +288,7 @@ impl Backend {
         self.inner.devices.len()
     }
 
-    fn memory(&self, index: usize) -> Result<&Arc<Memory>> {
+    pub(crate) fn memory(&self, index: usize) -> Result<&Arc<Memory>> {
         self.inner.memory.get(index).ok_or(Error::NoSuchDevice { index, count: self.inner.memory.len() })
     }
 
@@ -333,7 +333,7 @@ impl Backend {
         Ok(DeviceTensor::fresh(device, meta, value, self.memory(device)?))
     }
 
-    fn device(&self, index: usize) -> Result<&ttpu_eager::Device> {
+    pub(crate) fn device(&self, index: usize) -> Result<&ttpu_eager::Device> {
         self.inner.devices.get(index).ok_or(Error::NoSuchDevice { index, count: self.inner.devices.len() })
     }
 
@@ -457,7 +457,7 @@ impl Backend {
         Ok(())
     }
 
-    fn flush(&self, device: &ttpu_eager::Device, reason: &str) -> Result<()> {
+    pub(crate) fn flush(&self, device: &ttpu_eager::Device, reason: &str) -> Result<()> {
         let pending = device.pending_ops()?;
         if pending > 0 {
             tracing::debug!(device = device.index(), pending, reason, "running the pending work");
@@ -522,7 +522,8 @@ impl Backend {
         self.read_checks(state.storage.device)?;
         bump(&self.inner.counters.to_host, reason)?;
         let host = value.to_host()?;
-        Ok(HostTensor { dtype: state.meta.dtype, dims: state.meta.sizes().to_vec(), data: host.data })
+        let data = ttpu_runtime::host_bytes(state.meta.dtype, host.data);
+        Ok(HostTensor { dtype: state.meta.dtype, dims: state.meta.sizes().to_vec(), data })
     }
 
     /// A copy of `tensor` on device `device` (through the host when the devices differ).

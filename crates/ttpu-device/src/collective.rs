@@ -19,6 +19,9 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+use ttpu_ir::Collective;
+
+use crate::tensor::{self, DeviceTensor, Meta};
 use crate::{Backend, Result};
 
 /// One flush of pending work, as the flush log keeps it.
@@ -78,6 +81,41 @@ impl Backend {
             stats.host_bytes += bytes;
         }
         Ok(())
+    }
+
+    /// Runs `collective` inside a program across the replicas `devices` (runtime device
+    /// indices in replica order; in a job of several processes they include other processes'
+    /// devices). `tensors` are this process's members, one on each of its devices among
+    /// `devices`, in that order. The pending work of each member's device runs first (the
+    /// program is split around the collective, so every rank flushes at the same point), and
+    /// the results are fresh tensors on the members' devices: no data crosses the host. Counted
+    /// as one collective of `kind` inside a program.
+    pub fn collective(
+        &self,
+        kind: &str,
+        tensors: &[DeviceTensor],
+        collective: &Collective,
+        devices: &[usize],
+    ) -> Result<Vec<DeviceTensor>> {
+        let reason = format!("collective {kind}");
+        let mut values = Vec::with_capacity(tensors.len());
+        for member in tensors {
+            let state = member.state()?;
+            let device = self.device(state.storage.device)?;
+            values.push((state.storage.device, tensor::value_of(device, &state)?));
+            self.flush(device, &reason)?;
+        }
+        let operands: Vec<&ttpu_eager::Tensor> = values.iter().map(|(_, value)| value).collect();
+        let results = ttpu_eager::Tensor::collective(&operands, collective, devices)?;
+        self.count_collective(kind, None)?;
+        results
+            .into_iter()
+            .zip(&values)
+            .map(|(result, &(device, _))| {
+                let meta = Meta::contiguous(result.dtype(), &result.dims());
+                Ok(DeviceTensor::fresh(device, meta, result, self.memory(device)?))
+            })
+            .collect()
     }
 
     /// Counts a call that reached the process-group backend's method `method`.

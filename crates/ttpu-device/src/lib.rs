@@ -47,5 +47,5 @@ pub use ttpu_aten::eager::{Arg, Strides};
 pub fn table_has(name: &str) -> bool {
     ttpu_aten::eager::lookup(name).is_some()
 }
-pub use ttpu_ir::{DType, Kernel, KernelBody, Mesh, Shape, Sharding, TensorType};
+pub use ttpu_ir::{Collective, DType, Kernel, KernelBody, Mesh, ReduceKind, Shape, Sharding, TensorType};
 pub use ttpu_runtime::Runtime;

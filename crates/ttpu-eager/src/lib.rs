@@ -27,6 +27,7 @@
 
 #![warn(missing_docs)]
 
+mod collective;
 mod device;
 mod element;
 mod error;

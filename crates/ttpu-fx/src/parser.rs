@@ -36,12 +36,13 @@ const SYM_BUDGET: usize = 256;
 const FOUND_MAX_CHARS: usize = 40;
 
 /// What an unknown dtype code in an annotation is reported against.
-const EXPECTED_DTYPE_CODE: &str = "a dtype (f64, f32, f16, bf16, i64, i32, i16, i8, u8, u16, u32, u64, b8, c64, c128)";
+const EXPECTED_DTYPE_CODE: &str =
+    "a dtype (f64, f32, f16, bf16, i64, i32, i16, i8, u8, u16, u32, u64, b8, c32, c64, c128)";
 
 /// What an unsupported `torch.<dtype>` argument is reported against.
 const EXPECTED_TORCH_DTYPE: &str = "a supported dtype (torch.float64, torch.float32, torch.float16, torch.bfloat16, \
      torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.uint16, torch.uint32, torch.uint64, torch.bool, \
-     torch.complex64, torch.complex128)";
+     torch.complex32, torch.complex64, torch.complex128)";
 
 /// What a bad argument value is reported against.
 const EXPECTED_ARG: &str =
@@ -708,6 +709,7 @@ impl<'s> Parser<'s> {
             "inf" => Some(Arg::Float(f64::INFINITY)),
             "nan" => Some(Arg::Float(f64::NAN)),
             "device" if self.cur.is(next, "(") => return self.device(depth),
+            "complex" if self.cur.is(next, "(") => return self.complex_number(depth),
             "torch" if self.cur.is(next, ".") => return self.torch_attr(),
             _ => None,
         };
@@ -715,6 +717,30 @@ impl<'s> Parser<'s> {
         match literal {
             Some(literal) => Ok(literal),
             None => self.name_ref(token),
+        }
+    }
+
+    /// `complex(1.5, 0.0)`, as FX prints a Python complex scalar (a fill value of a complex
+    /// tensor). The op table's scalars are real, so only a zero imaginary part is accepted: the
+    /// real part is then the whole value.
+    fn complex_number(&mut self, depth: usize) -> Result<Arg> {
+        let start = self.cur.peek();
+        self.cur.bump();
+        self.cur.bump();
+        let (parts, _) = self.items(")", depth + 1)?;
+        let number = |arg: &Arg| match *arg {
+            Arg::Int(value) => Some(value as f64),
+            Arg::Float(value) => Some(value),
+            _ => None,
+        };
+        match parts.as_slice() {
+            [re, im] if number(re).is_some() && number(im) == Some(0.0) => Ok(Arg::Float(number(re).unwrap_or(0.0))),
+            [re, im] if number(re).is_some() && number(im).is_some() => Err(self.cur.error(
+                start,
+                "a complex number with a zero imaginary part (scalars with an imaginary part are not supported: \
+                 build them with `torch.complex`)",
+            )),
+            _ => Err(self.cur.error(start, "`complex(<real>, <imaginary>)` of two numbers")),
         }
     }
 
@@ -1072,14 +1098,15 @@ fn torch_dtype(name: &str) -> Option<DType> {
         "uint32" => DType::U32,
         "uint64" => DType::U64,
         "bool" => DType::Bool,
+        "complex32" | "chalf" => DType::C32,
         "complex64" | "cfloat" => DType::C64,
         "complex128" | "cdouble" => DType::C128,
         _ => return None,
     })
 }
 
-/// Whether `torch.<name>` is a dtype the IR cannot hold (complex32, float8, wide unsigned,
-/// quantized, bits, sub-byte ints), which must not be mistaken for an enum.
+/// Whether `torch.<name>` is a dtype the IR cannot hold (float8, float4, quantized, bits,
+/// sub-byte ints), which must not be mistaken for an enum.
 fn is_unsupported_torch_dtype(name: &str) -> bool {
     let sub_byte_int = |prefix: &str| {
         name.strip_prefix(prefix).is_some_and(|bits| matches!(bits, "1" | "2" | "3" | "4" | "5" | "6" | "7"))

@@ -104,13 +104,21 @@ fn inline_messages() {
             "t.fx:4:17: expected a type annotation like \"f32[2, 3]\" or \"Sym(s0)\", found `end of annotation`",
         ),
         (
-            r#"y: "c32[2]" = x"#,
-            "t.fx:4:17: expected a dtype (f64, f32, f16, bf16, i64, i32, i16, i8, u8, u16, u32, u64, b8, c64, c128), found `c32`",
+            r#"y: "c16[2]" = x"#,
+            "t.fx:4:17: expected a dtype (f64, f32, f16, bf16, i64, i32, i16, i8, u8, u16, u32, u64, b8, c32, c64, c128), found `c16`",
         ),
         (r#"y: "Sym(s0" = x"#, "t.fx:4:23: expected `)`, found `end of annotation`"),
         (
-            r#"y: "f32[2]" = torch.ops.aten.full.default([2], 1, dtype = torch.complex32)"#,
-            "t.fx:4:71: expected a supported dtype (torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.uint16, torch.uint32, torch.uint64, torch.bool, torch.complex64, torch.complex128), found `torch.complex32`",
+            r#"y: "c32[2]" = torch.ops.aten.full.default([2], complex(1.5, 2.0), dtype = torch.complex32)"#,
+            "t.fx:4:60: expected a complex number with a zero imaginary part (scalars with an imaginary part are not supported: build them with `torch.complex`), found `complex`",
+        ),
+        (
+            r#"y: "c32[2]" = torch.ops.aten.full.default([2], complex(x), dtype = torch.complex32)"#,
+            "t.fx:4:60: expected `complex(<real>, <imaginary>)` of two numbers, found `complex`",
+        ),
+        (
+            r#"y: "f32[2]" = torch.ops.aten.full.default([2], 1, dtype = torch.float8_e4m3fn)"#,
+            "t.fx:4:71: expected a supported dtype (torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.uint16, torch.uint32, torch.uint64, torch.bool, torch.complex32, torch.complex64, torch.complex128), found `torch.float8_e4m3fn`",
         ),
         (
             r#"y: "f32[2]" = torch.ops.aten.full.default([2], 1, device = device(index=0))"#,

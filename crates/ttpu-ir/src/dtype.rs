@@ -42,11 +42,17 @@ pub enum DType {
     U16,
     /// Unsigned 32-bit integer (PyTorch's `uint32`).
     U32,
+    /// Complex of two f16 (real, then imaginary part): PyTorch's `complex32` (`chalf`). StableHLO
+    /// has complex types of f32 and f64 parts only, so programs hold it as `complex<f32>` and
+    /// round both parts to f16 after every op that computes one (PyTorch computes `complex32` in
+    /// `complex64` and rounds each result); device buffers are `c64`, host tensors 4 bytes per
+    /// element as PyTorch stores them.
+    C32,
 }
 
 impl DType {
     /// Every dtype, in a fixed order.
-    pub const ALL: [DType; 15] = [
+    pub const ALL: [DType; 16] = [
         DType::F64,
         DType::F32,
         DType::F16,
@@ -62,6 +68,7 @@ impl DType {
         DType::C128,
         DType::U16,
         DType::U32,
+        DType::C32,
     ];
 
     /// The IR text spelling (`f32`, `bool`).
@@ -82,6 +89,7 @@ impl DType {
             DType::C128 => "c128",
             DType::U16 => "u16",
             DType::U32 => "u32",
+            DType::C32 => "c32",
         }
     }
 
@@ -90,7 +98,7 @@ impl DType {
         match self {
             DType::C128 => 16,
             DType::F64 | DType::I64 | DType::U64 | DType::C64 => 8,
-            DType::F32 | DType::I32 | DType::U32 => 4,
+            DType::F32 | DType::I32 | DType::U32 | DType::C32 => 4,
             DType::F16 | DType::BF16 | DType::I16 | DType::U16 => 2,
             DType::I8 | DType::U8 | DType::Bool => 1,
         }
@@ -114,25 +122,26 @@ impl DType {
         matches!(self, DType::I64 | DType::I32 | DType::I16 | DType::I8)
     }
 
-    /// Whether this is a complex type (`c64`, `c128`). Complex types are not floats: ops that need
+    /// Whether this is a complex type (`c32`, `c64`, `c128`). Complex types are not floats: ops that need
     /// an ordered or real operand check [`DType::is_float`] and so refuse them.
     pub fn is_complex(self) -> bool {
-        matches!(self, DType::C64 | DType::C128)
+        matches!(self, DType::C32 | DType::C64 | DType::C128)
     }
 
     /// The dtype of the real and imaginary parts of a complex type (`c64` -> `f32`).
     pub fn complex_part(self) -> Option<DType> {
         match self {
+            DType::C32 => Some(DType::F16),
             DType::C64 => Some(DType::F32),
             DType::C128 => Some(DType::F64),
             _ => None,
         }
     }
 
-    /// The complex type whose parts are this float type (`f32` -> `c64`); StableHLO has complex
-    /// types of f32 and f64 parts only.
+    /// The complex type whose parts are this float type (`f32` -> `c64`, `f16` -> `c32`).
     pub fn complex_of(self) -> Option<DType> {
         match self {
+            DType::F16 => Some(DType::C32),
             DType::F32 => Some(DType::C64),
             DType::F64 => Some(DType::C128),
             _ => None,
@@ -174,6 +183,7 @@ impl FromStr for DType {
             "u32" => DType::U32,
             "u64" => DType::U64,
             "bool" | "b8" => DType::Bool,
+            "c32" => DType::C32,
             "c64" => DType::C64,
             "c128" => DType::C128,
             _ => return Err(UnknownDType(text.to_owned())),

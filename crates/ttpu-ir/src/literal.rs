@@ -59,6 +59,10 @@ impl Scalar {
             DType::U64 => out.extend_from_slice(&self.as_i64().to_le_bytes()),
             // A `Scalar` is real: as a complex element it is (value, 0). Complex literals hold real
             // values only; numbers with an imaginary part are built with `complex`.
+            DType::C32 => {
+                out.extend_from_slice(&to_f16(self.as_f64()).to_le_bytes());
+                out.extend_from_slice(&0u16.to_le_bytes());
+            }
             DType::C64 => {
                 out.extend_from_slice(&(self.as_f64() as f32).to_le_bytes());
                 out.extend_from_slice(&0f32.to_le_bytes());
@@ -96,6 +100,7 @@ impl Scalar {
             DType::Bool => Scalar::Bool(bytes[0] != 0),
             // Complex elements are (real, imaginary) pairs; a literal built from scalars has zero
             // imaginary parts, so the real part is the whole value.
+            DType::C32 => Scalar::Float(f16::from_le_bytes(array(bytes)).to_f64()),
             DType::C64 => Scalar::Float(f64::from(f32::from_le_bytes(array(bytes)))),
             DType::C128 => Scalar::Float(f64::from_le_bytes(array(bytes))),
         }

@@ -184,7 +184,7 @@ fn value(py: Python<'_>, device: &Device, object: &Bound<'_, PyAny>) -> PyResult
     }
     let type_name = object.get_type().name()?.to_string();
     if type_name == "dtype" {
-        // A `torch.dtype` the IR has no type for (`complex32`, the float8 and sub-byte types).
+        // A `torch.dtype` the IR has no type for (the float8, float4, bits and sub-byte types).
         return Err(pyo3::exceptions::PyNotImplementedError::new_err(format!(
             "ttpu: {} is not supported on the ttpu device (docs/ops.md lists the dtypes the op table has)",
             object.str()?
@@ -213,7 +213,7 @@ fn returned_to_python<'py>(py: Python<'py>, returned: Returned) -> PyResult<Boun
 }
 
 /// `(handle, sizes, strides, offset, dtype name, device index)` of a device tensor.
-fn tensor_tuple(py: Python<'_>, tensor: DeviceTensor) -> PyResult<Bound<'_, PyAny>> {
+pub(crate) fn tensor_tuple(py: Python<'_>, tensor: DeviceTensor) -> PyResult<Bound<'_, PyAny>> {
     let meta = tensor.meta().map_err(error)?;
     let device = tensor.device().map_err(error)?;
     let handle = Py::new(py, Handle { tensor })?;

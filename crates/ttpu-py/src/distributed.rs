@@ -7,9 +7,9 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use ttpu::{Parallelism, Plan, PlanFile};
-use ttpu_device::{DType, Mesh, Shape, Sharding, TensorType};
+use ttpu_device::{Collective, DType, Mesh, ReduceKind, Shape, Sharding, TensorType};
 
-use crate::device::{backend, handle_of};
+use crate::device::{backend, handle_of, tensor_tuple};
 use crate::error;
 
 /// Counts a collective of `kind`; `host_bytes` is what its host run moved (`None`: it ran
@@ -18,6 +18,54 @@ use crate::error;
 #[pyo3(signature = (kind, host_bytes=None))]
 pub(crate) fn device_count_collective(kind: &str, host_bytes: Option<u64>) -> PyResult<()> {
     backend()?.count_collective(kind, host_bytes).map_err(error)
+}
+
+/// Runs the collective `kind` (`all_reduce`, `all_gather`, `reduce_scatter`, `all_to_all`,
+/// `collective_permute`) inside one program across the replicas `devices`: `handles` are this
+/// process's members in replica order, and the results are new device tensors, one per member.
+/// `groups` lists replica groups by position in `devices` (default: all of them), `reduce` is
+/// `sum`, `product`, `max` or `min`, `pairs` the `(source, target)` replicas of a permute.
+#[pyfunction]
+#[pyo3(signature = (kind, handles, devices, reduce=None, dimension=0, split_dimension=0, concat_dimension=0, groups=None, pairs=None))]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn device_collective<'py>(
+    py: Python<'py>,
+    kind: &str,
+    handles: Vec<Bound<'py, PyAny>>,
+    devices: Vec<usize>,
+    reduce: Option<&str>,
+    dimension: i64,
+    split_dimension: i64,
+    concat_dimension: i64,
+    groups: Option<Vec<Vec<i64>>>,
+    pairs: Option<Vec<(i64, i64)>>,
+) -> PyResult<Bound<'py, PyList>> {
+    let tensors = handles.iter().map(handle_of).collect::<PyResult<Vec<_>>>()?;
+    let count = i64::try_from(devices.len()).map_err(|_| error("too many devices"))?;
+    let groups = groups.unwrap_or_else(|| vec![(0..count).collect()]);
+    let reduction = || -> PyResult<ReduceKind> {
+        Ok(match reduce.unwrap_or("sum") {
+            "sum" => ReduceKind::Sum,
+            "product" => ReduceKind::Product,
+            "max" => ReduceKind::Max,
+            "min" => ReduceKind::Min,
+            other => {
+                return Err(error(format!("ttpu: reduction `{other}` has no collective (sum, product, max, min)")));
+            }
+        })
+    };
+    let collective = match kind {
+        "all_reduce" => Collective::AllReduce { kind: reduction()?, groups },
+        "all_gather" => Collective::AllGather { dimension, groups },
+        "reduce_scatter" => Collective::ReduceScatter { kind: reduction()?, dimension, groups },
+        "all_to_all" => Collective::AllToAll { split_dimension, concat_dimension, groups },
+        "collective_permute" => Collective::CollectivePermute { pairs: pairs.unwrap_or_default() },
+        other => return Err(error(format!("ttpu: `{other}` is not a collective"))),
+    };
+    let backend = backend()?;
+    let results = py.detach(|| backend.collective(kind, &tensors, &collective, &devices)).map_err(error)?;
+    let items = results.into_iter().map(|tensor| tensor_tuple(py, tensor)).collect::<PyResult<Vec<_>>>()?;
+    PyList::new(py, items)
 }
 
 /// Counts a call that reached the process-group backend's method `method`.

@@ -79,6 +79,16 @@ impl HostTensor {
         self.ty().to_string()
     }
 
+    /// This downloaded tensor as a value of `dtype`: a `complex32` value comes back from its
+    /// `c64` buffer and is narrowed to PyTorch's 4-byte elements (exactly: its parts are halves);
+    /// every other tensor is returned as it is.
+    pub fn as_value_of(self, dtype: DType) -> HostTensor {
+        if dtype != DType::C32 || self.dtype != DType::C64 {
+            return self;
+        }
+        HostTensor { dtype, shape: self.shape, data: host_bytes(dtype, self.data) }
+    }
+
     /// The tensor of a PJRT host buffer; `None` for element types the IR has no dtype for.
     pub fn from_host_buffer(buffer: HostBuffer) -> Option<HostTensor> {
         let dtype = dtype_of_element(buffer.element_type)?;
@@ -173,9 +183,37 @@ pub fn element_type(dtype: DType) -> ElementType {
         DType::U32 => ElementType::U32,
         DType::U64 => ElementType::U64,
         DType::Bool => ElementType::Pred,
-        DType::C64 => ElementType::C64,
+        // Devices hold `complex32` as `c64` with half parts: PJRT has no type of two halves.
+        DType::C32 | DType::C64 => ElementType::C64,
         DType::C128 => ElementType::C128,
     }
+}
+
+/// The device form of host data of `dtype`: `complex32` parts widened to f32 (exactly), every
+/// other dtype as it is.
+pub fn device_bytes(dtype: DType, data: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    if dtype != DType::C32 {
+        return std::borrow::Cow::Borrowed(data);
+    }
+    std::borrow::Cow::Owned(
+        data.chunks_exact(2)
+            .flat_map(|half| (ttpu_ir::Scalar::from_bytes(DType::F16, half).as_f64() as f32).to_le_bytes())
+            .collect(),
+    )
+}
+
+/// The host form of a device buffer's data that holds a value of `dtype`: `complex32` from its
+/// `c64` buffer (whose parts are halves, so the narrowing is exact), every other dtype as it is.
+pub fn host_bytes(dtype: DType, data: Vec<u8>) -> Vec<u8> {
+    if dtype != DType::C32 {
+        return data;
+    }
+    let mut out = Vec::with_capacity(data.len() / 2);
+    for part in data.chunks_exact(4) {
+        ttpu_ir::Scalar::Float(f64::from(f32::from_le_bytes([part[0], part[1], part[2], part[3]])))
+            .to_bytes(DType::F16, &mut out);
+    }
+    out
 }
 
 /// The IR dtype of a PJRT element type; `None` for those the IR has no dtype for.
@@ -238,7 +276,7 @@ pub fn safetensors_dtype(dtype: DType) -> Option<safetensors::Dtype> {
         DType::U32 => Dtype::U32,
         DType::U64 => Dtype::U64,
         DType::Bool => Dtype::BOOL,
-        DType::C64 | DType::C128 => return None,
+        DType::C32 | DType::C64 | DType::C128 => return None,
     })
 }
 
@@ -247,9 +285,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn complex32_widens_to_its_device_form_and_back_exactly() {
+        // (1.5, -0.0999755859375), (65504, -inf): halves, as PyTorch stores complex32.
+        let halves: Vec<u8> = [0x3e00u16, 0xae66, 0x7bff, 0xfc00].iter().flat_map(|bits| bits.to_le_bytes()).collect();
+        let device = device_bytes(DType::C32, &halves).into_owned();
+        let parts: Vec<f32> = device.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+        assert_eq!(parts, [1.5, -0.099_975_586, 65504.0, f32::NEG_INFINITY]);
+        assert_eq!(host_bytes(DType::C32, device), halves);
+        // Every other dtype passes through untouched.
+        assert_eq!(&*device_bytes(DType::F16, &halves), halves.as_slice());
+    }
+
+    #[test]
     fn every_dtype_maps_both_ways() {
         for dtype in DType::ALL {
-            assert_eq!(dtype_of_element(element_type(dtype)), Some(dtype));
+            // `complex32` lives in `c64` buffers (see `device_bytes`).
+            let held = if dtype == DType::C32 { DType::C64 } else { dtype };
+            assert_eq!(dtype_of_element(element_type(dtype)), Some(held));
             match safetensors_dtype(dtype) {
                 Some(stored) => assert_eq!(dtype_from_safetensors(stored), Some(dtype)),
                 None => assert!(dtype.is_complex(), "only complex types lack a safetensors dtype"),

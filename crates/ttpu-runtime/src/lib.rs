@@ -39,8 +39,8 @@ pub use disk::DEFAULT_DISK_CACHE_BYTES;
 pub use distributed::{DEFAULT_PEER_TIMEOUT, Distributed, GlobalDevice, KEY_PREFIX, devices_key};
 pub use error::{Error, Result};
 pub use host::{
-    HostTensor, TensorMap, byte_size, dtype_from_safetensors, dtype_of_element, element_type, read_safetensors,
-    safetensors_dtype, safetensors_from_bytes, write_safetensors, write_safetensors_with_metadata,
+    HostTensor, TensorMap, byte_size, device_bytes, dtype_from_safetensors, dtype_of_element, element_type, host_bytes,
+    read_safetensors, safetensors_dtype, safetensors_from_bytes, write_safetensors, write_safetensors_with_metadata,
 };
 pub use runtime::{
     CACHE_DIR_ENV_VAR, CacheSource, CompileInfo, CompileSpec, Counters, DEFAULT_CACHE_CAPACITY, Executable,

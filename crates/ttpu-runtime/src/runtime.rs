@@ -642,7 +642,8 @@ impl Runtime {
         }
         let device = self.device(device)?;
         let _span = tracing::debug_span!("transfer_in", bytes = data.len()).entered();
-        let buffer = self.inner.client.buffer_from_host_on(device, data, element_type(dtype), dims)?;
+        let data = crate::host::device_bytes(dtype, data);
+        let buffer = self.inner.client.buffer_from_host_on(device, &data, element_type(dtype), dims)?;
         bump(&self.inner.counters.bytes_to_device, data.len() as u64);
         Ok(buffer)
     }

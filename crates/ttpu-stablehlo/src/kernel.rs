@@ -134,7 +134,11 @@ fn main_signature(context: &Context, functions: &[(String, OperationRef<'_, '_>)
 fn tensor_type_of(context: &Context, ty: Type<'_>) -> Option<TensorType> {
     let tensor = RankedTensorType::try_from(ty).ok()?;
     let element = tensor.element();
-    let dtype = DType::ALL.into_iter().find(|&dtype| element_type(context, dtype) == element)?;
+    // `c32` shares `complex<f32>` with `c64`, which is what a module's type means.
+    let dtype = DType::ALL
+        .into_iter()
+        .filter(|&dtype| dtype != DType::C32)
+        .find(|&dtype| element_type(context, dtype) == element)?;
     let dims = (0..tensor.rank())
         .map(|index| match tensor.dim_size(index) {
             Ok(melior::ir::r#type::DimSize::Static(size)) => i64::try_from(size).ok(),
@@ -351,7 +355,8 @@ mod tests {
     fn every_dtype_maps_back() {
         let session = Session::new();
         let context = session.context();
-        for dtype in DType::ALL {
+        // `complex32` is held as `complex<f32>`, which reads back as `c64`.
+        for dtype in DType::ALL.into_iter().filter(|&dtype| dtype != DType::C32) {
             let expected = TensorType::new(dtype, Shape::from_static(&[2, 3]));
             let ty = crate::types::tensor_type(context, &expected).unwrap();
             assert!(same_type(context, ty, &expected), "{dtype}");

@@ -25,6 +25,7 @@
 
 #![warn(missing_docs)]
 
+mod complex32;
 mod context;
 mod kernel;
 mod lower;
@@ -83,6 +84,15 @@ pub enum Error {
     KernelModule {
         /// What is wrong, naming the kernel where one is known.
         message: String,
+    },
+    /// An op on `complex32` values that a program, holding them as `complex<f32>` rounded to
+    /// halves, cannot compute as PyTorch does.
+    #[error("`{op}` of complex32 is not supported: {reason}")]
+    Complex32 {
+        /// The op's mnemonic.
+        op: &'static str,
+        /// Why not.
+        reason: &'static str,
     },
     /// A bug in this crate (an attribute that did not parse, an op MLIR refused to create).
     #[error("internal error while lowering to StableHLO: {message}")]

@@ -21,6 +21,7 @@ use ttpu_ir::{
     Sharding, TensorType,
 };
 
+use crate::complex32;
 use crate::context::Session;
 use crate::ops::{self, internal};
 use crate::types::{tensor_of, tensor_type};
@@ -338,8 +339,12 @@ fn lower_body<'c>(
         // `rng_bit_generator` returns (new state, bits); the IR node is the bits.
         // `sort` returns (keys, positions); the IR's argsort is the positions.
         let slot = if matches!(node.op, Op::RngBitGenerator { .. } | Op::ArgSort { .. }) { 1 } else { 0 };
-        let value = defined.result(slot).map_err(|error| internal("reading an op result", error))?;
-        values[result.index_usize()] = Some(value.into());
+        let mut value: Value<'c, '_> =
+            defined.result(slot).map_err(|error| internal("reading an op result", error))?.into();
+        if result_type.dtype == DType::C32 && complex32::computes(&node.op) {
+            value = complex32::round(context, block, value, result_type, location(context, &node.loc))?;
+        }
+        values[result.index_usize()] = Some(value);
     }
     let outputs =
         graph.outputs.iter().map(|&output| lookup(&values, output)).collect::<Result<Vec<Value<'c, '_>>, Error>>()?;
@@ -673,6 +678,11 @@ fn lower_node<'c>(
     let loc = location(context, &node.loc);
     let result = tensor_type(context, result_type)?;
     let operand_dtype = || graph.ty(node.operands[0]).dtype;
+    let operand_c32 = node.operands.first().is_some_and(|&operand| graph.ty(operand).dtype == DType::C32);
+    complex32::check(
+        &node.op,
+        node.operands.iter().map(|&operand| graph.ty(operand).dtype).chain([result_type.dtype]),
+    )?;
     match &node.op {
         Op::Constant(literal) if literal.dtype() == DType::Bool && literal.splat_value().is_none() => {
             // MLIR packs `i1` data eight elements a byte when it prints large constants in hex,
@@ -687,6 +697,12 @@ fn lower_node<'c>(
         }
         Op::Constant(literal) => ops::constant(context, literal, loc),
         Op::Iota { dimension, .. } => ops::iota(context, *dimension, result, loc),
+        // `abs` of a complex32 is computed in f32 and rounded to the IR's f16.
+        Op::Unary(ttpu_ir::UnaryOp::Abs) if operand_c32 => {
+            let wide = tensor_type(context, &TensorType::new(DType::F32, result_type.shape.clone()))?;
+            let magnitude = append(block, ops::abs(operands[0], wide, loc)?)?;
+            ops::convert(magnitude, result, loc)
+        }
         Op::Unary(op) => ops::unary_builder(*op)(operands[0], result, loc),
         Op::Binary(op) => ops::binary_builder(*op)(operands[0], operands[1], result, loc),
         Op::Compare(direction) => {
@@ -696,6 +712,12 @@ fn lower_node<'c>(
         Op::Clamp => ops::clamp(operands[0], operands[1], operands[2], result, loc),
         Op::Convert(_) => ops::convert(operands[0], result, loc),
         Op::BitcastConvert(_) => ops::bitcast_convert(operands[0], result, loc),
+        Op::Real if operand_c32 => complex32::part(context, block, "stablehlo.real", operands[0], result_type, loc),
+        Op::Imag if operand_c32 => complex32::part(context, block, "stablehlo.imag", operands[0], result_type, loc),
+        Op::Complex if result_type.dtype == DType::C32 => {
+            let parts = complex32::widen(context, block, &operands[..2], result_type, loc)?;
+            ops::complex_part("stablehlo.complex", &parts, result, loc)
+        }
         Op::Real => ops::complex_part("stablehlo.real", &operands[..1], result, loc),
         Op::Imag => ops::complex_part("stablehlo.imag", &operands[..1], result, loc),
         Op::Complex => ops::complex_part("stablehlo.complex", &operands[..2], result, loc),

@@ -30,7 +30,8 @@ pub(crate) fn element_type(context: &Context, dtype: DType) -> Type<'_> {
         DType::Bool => IntegerType::new(context, 1).into(),
         // melior has no complex type constructor; MLIR's parser always knows the builtin
         // `complex<f32>`, so parsing it cannot fail.
-        DType::C64 => Type::parse(context, "complex<f32>").expect("MLIR parses its builtin complex type"),
+        // `complex32` is held as `complex<f32>` with half parts (see `complex32`).
+        DType::C32 | DType::C64 => Type::parse(context, "complex<f32>").expect("MLIR parses its builtin complex type"),
         DType::C128 => Type::parse(context, "complex<f64>").expect("MLIR parses its builtin complex type"),
     }
 }
@@ -81,6 +82,12 @@ pub(crate) fn dense_literal<'c>(context: &'c Context, literal: &Literal) -> Resu
             }
         };
         return Ok(attribute.into());
+    }
+    if literal.dtype() == DType::C32 {
+        let widened = crate::complex32::widen_literal(literal)?;
+        let attribute = dense_literal(context, &widened)?;
+        // The same values; the type stays the literal's, which is `complex<f32>` as well.
+        return Ok(attribute);
     }
     // MLIR reads the buffer in host byte order while literals are little-endian.
     if cfg!(target_endian = "big") {

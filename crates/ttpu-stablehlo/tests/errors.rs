@@ -107,3 +107,26 @@ fn big_constants_keep_every_byte() {
     let hex: String = literal.bytes().iter().map(|byte| format!("{byte:02X}")).collect();
     assert!(text.contains(&format!("dense<\"0x{hex}\"> : tensor<64x64xbf16>")), "{text}");
 }
+
+#[test]
+fn complex32_keeps_half_parts_and_refuses_what_cannot() {
+    // Arithmetic rounds both parts to half: real, imag, two converts each, complex.
+    let mut b = GraphBuilder::new();
+    let z = input(&mut b, "z", DType::C32, &[3]);
+    let sum = b.binary(BinaryOp::Add, z, z).unwrap();
+    let moved = b.reshape(sum, Shape::from_static(&[1, 3])).unwrap();
+    let text = lower(&b.finish(&[moved]));
+    assert!(text.contains("tensor<3xcomplex<f32>>"), "{text}");
+    assert_eq!(text.matches("\"stablehlo.convert\"").count(), 4, "one rounding, after the add only: {text}");
+    assert_eq!(text.matches("\"stablehlo.complex\"").count(), 1, "{text}");
+
+    let mut b = GraphBuilder::new();
+    let z = input(&mut b, "z", DType::C32, &[4]);
+    let spectrum = b.fft(z, ttpu_ir::FftType::Fft, &[4]).unwrap();
+    let error = ttpu_stablehlo::lower(&b.finish(&[spectrum])).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "`fft` of complex32 is not supported: PyTorch's CPU has no half FFT and CUDA's computes in half precision, \
+         which a complex64 FFT rounded afterwards does not reproduce"
+    );
+}

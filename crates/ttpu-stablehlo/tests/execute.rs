@@ -41,7 +41,7 @@ fn element_type(dtype: DType) -> ElementType {
         DType::U32 => ElementType::U32,
         DType::U64 => ElementType::U64,
         DType::Bool => ElementType::Pred,
-        DType::C64 => ElementType::C64,
+        DType::C32 | DType::C64 => ElementType::C64,
         DType::C128 => ElementType::C128,
     }
 }

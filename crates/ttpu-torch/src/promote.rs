@@ -15,6 +15,7 @@ use ttpu_ir::{DType, Scalar};
 pub fn opmath(dtype: DType) -> DType {
     match dtype {
         DType::F16 | DType::BF16 => DType::F32,
+        DType::C32 => DType::C64,
         other => other,
     }
 }
@@ -75,11 +76,12 @@ pub fn promote_types(a: DType, b: DType) -> DType {
     match (a, b) {
         (Bool, other) | (other, Bool) => other,
         // Complex wins; its parts are the promotion of both sides' real dtypes (`c64` with `f64`
-        // is `c128`). PyTorch's `complex32` does not exist here, so `f16` parts meet `c64`.
+        // is `c128`, `c32` with `f16` or an integer stays `c32`, `c32` with `bf16` is `c64`).
         (x, y) if x.is_complex() || y.is_complex() => {
             let part = |dtype: DType| dtype.complex_part().unwrap_or(dtype);
             match promote_types(part(x), part(y)) {
                 F64 => C128,
+                F16 => C32,
                 _ => C64,
             }
         }
@@ -209,6 +211,16 @@ mod tests {
             (C64, I64, C64),
             (Bool, C128, C128),
             (BF16, C64, C64),
+            // `torch.promote_types` with `complex32`, as PyTorch 2.15 gives them.
+            (C32, F16, C32),
+            (C32, BF16, C64),
+            (C32, I64, C32),
+            (C32, U8, C32),
+            (C32, Bool, C32),
+            (C32, F32, C64),
+            (C32, F64, C128),
+            (C32, C64, C64),
+            (C32, C128, C128),
         ];
         for (a, b, expected) in table {
             assert_eq!(promote_types(a, b), expected, "{a} with {b}");

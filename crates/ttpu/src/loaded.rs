@@ -181,6 +181,7 @@ impl DeviceOutputs {
                 self.runtime.download(&buffers[index])?
             }
         };
+        let tensor = tensor.as_value_of(ty.dtype);
         let true_shape = resolved_shape(ty, &tensor.shape, &self.symbol_values);
         Ok(if true_shape == tensor.shape { tensor } else { resize(&tensor, &true_shape) })
     }
@@ -198,7 +199,7 @@ impl DeviceOutputs {
                     .zip(&self.buffers)
                     .map(|(&device, buffers)| (device, &*buffers[index]))
                     .collect();
-                let tensor = assemble_local(&self.runtime, &held, sharding, mesh, shape)?;
+                let tensor = assemble_local(&self.runtime, &held, sharding, mesh, shape)?.as_value_of(ty.dtype);
                 let true_shape = resolved_shape(ty, &tensor.shape, &self.symbol_values);
                 let tensor = if true_shape == tensor.shape { tensor } else { resize(&tensor, &true_shape) };
                 outputs.insert(key.clone(), tensor);
@@ -210,7 +211,7 @@ impl DeviceOutputs {
             .map(|buffers| {
                 let mut outputs = TensorMap::new();
                 for ((key, ty), buffer) in self.keys.iter().zip(buffers) {
-                    let tensor = self.runtime.download(buffer)?;
+                    let tensor = self.runtime.download(buffer)?.as_value_of(ty.dtype);
                     let true_shape = resolved_shape(ty, &tensor.shape, &self.symbol_values);
                     let tensor = if true_shape == tensor.shape { tensor } else { resize(&tensor, &true_shape) };
                     outputs.insert(key.clone(), tensor);

@@ -33,7 +33,17 @@ pub(super) enum FillCheck {
 /// float fits an integer type while it truncates into range.
 pub(super) fn check_fill_value(cx: &Cx<'_>, value: Scalar, dtype: DType, check: FillCheck) -> Result<()> {
     let (name, overflows) = match dtype {
-        DType::Bool | DType::C64 | DType::C128 => return Ok(()),
+        DType::Bool | DType::C128 => return Ok(()),
+        // Complex fills check the real value against the parts' type: `complex<Half>` as the
+        // element, `complex<float>` as the op math of both.
+        DType::C32 | DType::C64 => {
+            let (name, max) = match (dtype, check) {
+                (DType::C32, FillCheck::Element) => ("c10::complex<c10::Half>", 65504.0),
+                _ => ("c10::complex<float>", f64::from(f32::MAX)),
+            };
+            let value = value.as_f64();
+            (name, value.is_finite() && value.abs() > max)
+        }
         _ if dtype.is_float() => {
             let (name, max) = match (dtype, check) {
                 (DType::F64, _) => ("double", f64::MAX),

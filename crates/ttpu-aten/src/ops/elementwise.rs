@@ -17,9 +17,18 @@ pub(super) fn tensor(value: ValueId) -> Result<Imported> {
     Ok(Imported::Tensor(value))
 }
 
+/// The dtype arithmetic of result `dtype` computes in when a scalar (a Python number, a zero-dim
+/// tensor or `alpha`) takes part: its op math, except for `complex32`, whose CPU kernels convert
+/// the scalar to `complex32` and round each product before a sum (`add(z, u, alpha=0.3)` is
+/// `z + round(u * half(0.3))`), which computing in `c32` reproduces.
+fn scalar_opmath(dtype: DType) -> DType {
+    if dtype == DType::C32 { dtype } else { opmath(dtype) }
+}
+
 /// `lhs op rhs` computed as PyTorch would for result dtype `dtype`.
 pub(super) fn arith_in(cx: &mut Cx<'_>, op: BinaryOp, lhs: Operand, rhs: Operand, dtype: DType) -> Result<ValueId> {
-    let compute = if cx.is_scalar_like(lhs) || cx.is_scalar_like(rhs) { opmath(dtype) } else { dtype };
+    let scalar_like = cx.is_scalar_like(lhs) || cx.is_scalar_like(rhs);
+    let compute = if scalar_like { scalar_opmath(dtype) } else { dtype };
     let [x, y] = cx.prepare([lhs, rhs], compute)?;
     let result = cx.binary(op, x, y)?;
     cx.convert(result, dtype)
@@ -53,14 +62,14 @@ fn add_scaled(cx: &mut Cx<'_>, op: BinaryOp, lhs: Operand, rhs: Operand, alpha: 
     if op == BinaryOp::Subtract && dtype.is_bool() {
         return Err(cx.bad("subtracting bool tensors is not supported; use `^` or logical_xor"));
     }
-    if matches!(alpha, Scalar::Float(_)) && !dtype.is_float() {
+    if matches!(alpha, Scalar::Float(_)) && !dtype.is_float() && !dtype.is_complex() {
         return Err(cx.bad(format!("alpha must not be a float for a {dtype} result")));
     }
     if matches!(alpha, Scalar::Bool(_)) && !dtype.is_bool() {
         return Err(cx.bad(format!("a bool alpha needs a bool result, not {dtype}")));
     }
     let scaled = alpha.as_f64() != 1.0;
-    let compute = if scaled || cx.is_scalar_like(lhs) || cx.is_scalar_like(rhs) { opmath(dtype) } else { dtype };
+    let compute = if scaled || cx.is_scalar_like(lhs) || cx.is_scalar_like(rhs) { scalar_opmath(dtype) } else { dtype };
     let [x, mut y] = cx.prepare([lhs, rhs], compute)?;
     if scaled {
         y = cx.binary_scalar(BinaryOp::Multiply, y, alpha)?;

@@ -854,6 +854,7 @@ fn torch_name(dtype: ttpu_ir::DType) -> &'static str {
         DType::U32 => "UInt32",
         DType::U64 => "UInt64",
         DType::Bool => "Bool",
+        DType::C32 => "ComplexHalf",
         DType::C64 => "ComplexFloat",
         DType::C128 => "ComplexDouble",
     }

@@ -4,7 +4,7 @@
 //! PyTorch's `_conj` only flips a lazy bit on the tensor; its value, once read, is the conjugate,
 //! which is what the IR computes. Conjugating a real tensor gives it back.
 
-use ttpu_ir::{BinaryOp, UnaryOp};
+use ttpu_ir::{BinaryOp, DType, UnaryOp};
 
 use super::elementwise::tensor;
 use crate::args::Args;
@@ -26,19 +26,29 @@ pub(super) fn conj(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     tensor(cx.ok(built)?)
 }
 
-/// `polar(abs, angle)`: `abs * cos(angle) + i abs * sin(angle)`, of two `f32` or two `f64`
+/// `polar(abs, angle)`: `abs * cos(angle) + i abs * sin(angle)`, of two `f16`, `f32` or `f64`
 /// tensors broadcast together.
 pub(super) fn polar(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let (magnitude, angle) = (args.tensor("abs")?, args.tensor("angle")?);
     let (abs_ty, angle_ty) = (cx.ty(magnitude), cx.ty(angle));
     if abs_ty.dtype != angle_ty.dtype || abs_ty.dtype.complex_of().is_none() {
-        return Err(cx.bad(format!("polar needs two float or two double tensors, found {abs_ty} and {angle_ty}")));
+        return Err(cx.bad(format!("polar needs two half, float or double tensors, found {abs_ty} and {angle_ty}")));
     }
-    let [magnitude, angle] = cx.broadcast_all([magnitude, angle])?;
+    let [mut magnitude, mut angle] = cx.broadcast_all([magnitude, angle])?;
+    // Half parts are computed in f32 and each rounded once, as PyTorch's kernel does.
+    let part = abs_ty.dtype;
+    if part == DType::F16 {
+        magnitude = cx.convert(magnitude, DType::F32)?;
+        angle = cx.convert(angle, DType::F32)?;
+    }
     let cos = cx.unary(UnaryOp::Cosine, angle)?;
     let sin = cx.unary(UnaryOp::Sine, angle)?;
-    let re = cx.binary(BinaryOp::Multiply, magnitude, cos)?;
-    let im = cx.binary(BinaryOp::Multiply, magnitude, sin)?;
+    let mut re = cx.binary(BinaryOp::Multiply, magnitude, cos)?;
+    let mut im = cx.binary(BinaryOp::Multiply, magnitude, sin)?;
+    if part == DType::F16 {
+        re = cx.convert(re, part)?;
+        im = cx.convert(im, part)?;
+    }
     let built = cx.b.complex(re, im);
     tensor(cx.ok(built)?)
 }

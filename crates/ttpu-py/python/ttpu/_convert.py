@@ -51,6 +51,7 @@ def _torch_dtypes() -> tuple[dict, dict]:
             torch.uint32: "u32",
             torch.uint64: "u64",
             torch.bool: "bool",
+            torch.complex32: "c32",
             torch.complex64: "c64",
             torch.complex128: "c128",
         }

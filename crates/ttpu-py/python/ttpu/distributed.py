@@ -18,6 +18,11 @@ that XLA's partitioner (Shardy) splits, adding the collectives. Plans are the dr
 ddp and fsdp rules, the same plan files); a partition spec names, per dim, the mesh axes that
 dim is split over (``None`` for whole), and DTensor placements (``[Shard(0), Replicate()]``, one
 per mesh axis) are accepted as another spelling of it.
+
+Explicit collectives across the devices of one process (:func:`all_reduce`, :func:`all_gather`,
+:func:`reduce_scatter`, :func:`all_to_all`, :func:`permute`) take one tensor per device, as
+``torch.cuda.comm`` does, and run as one program over those devices: the data moves device to
+device, never through the host. The pending work of each device runs first.
 """
 
 from __future__ import annotations
@@ -29,7 +34,20 @@ from . import _ttpu
 from ._device import TtpuTensor
 from ._distributed import set_debug
 
-__all__ = ["Mesh", "input_spec", "mark_sharding", "resident_bytes", "set_debug", "shard_module", "sharding_of"]
+__all__ = [
+    "Mesh",
+    "all_gather",
+    "all_reduce",
+    "all_to_all",
+    "input_spec",
+    "mark_sharding",
+    "permute",
+    "reduce_scatter",
+    "resident_bytes",
+    "set_debug",
+    "shard_module",
+    "sharding_of",
+]
 
 
 class Mesh:
@@ -161,3 +179,143 @@ def input_spec(tensor: torch.Tensor, mesh: Mesh, plan: str, name: str = "input")
     """The placement the plan ``plan`` gives an input ``name`` like ``tensor`` (``"ddp"``
     splits every input's batch)."""
     return _ttpu.plan_placement(mesh.text, _plan_text(plan), "input", name, _ir_dtype(tensor.dtype), list(tensor.shape))
+
+
+# ---- explicit collectives across this process's devices ----
+
+_REDUCTIONS = ("sum", "avg", "product", "max", "min")
+
+
+def _members(tensors, name: str) -> list[int]:
+    """The devices of ``tensors`` (one ttpu tensor per device, of one type), in order."""
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError(f"ttpu.distributed.{name}: needs at least one tensor")
+    for tensor in tensors:
+        if not isinstance(tensor, TtpuTensor):
+            raise TypeError(f"ttpu.distributed.{name}: takes ttpu tensors, not one on {tensor.device}")
+        if tensor.dtype != tensors[0].dtype or tensor.shape != tensors[0].shape:
+            raise ValueError(
+                f"ttpu.distributed.{name}: tensors of one dtype and shape, found {tensors[0].dtype}"
+                f"{list(tensors[0].shape)} and {tensor.dtype}{list(tensor.shape)}"
+            )
+    devices = [tensor.device.index for tensor in tensors]
+    if len(set(devices)) != len(devices):
+        raise ValueError(f"ttpu.distributed.{name}: one tensor per device, found devices {devices}")
+    return devices
+
+
+def _groups(groups, count: int, name: str):
+    """Replica groups by position, checked as XLA needs them: equal sizes, each position once."""
+    if groups is None:
+        return None
+    groups = [[int(member) for member in group] for group in groups]
+    members = sorted(member for group in groups for member in group)
+    if members != list(range(count)) or len({len(group) for group in groups}) != 1:
+        raise ValueError(
+            f"ttpu.distributed.{name}: groups must split positions 0..{count - 1} into groups of one size, "
+            f"found {groups}"
+        )
+    return groups
+
+
+def _group_size(groups, count: int) -> int:
+    return len(groups[0]) if groups else count
+
+
+def _run(kind: str, tensors, name: str, groups=None, **params) -> list[torch.Tensor]:
+    from ._device import _wrap
+
+    tensors = list(tensors)
+    devices = _members(tensors, name)
+    groups = _groups(groups, len(devices), name)
+    handles = [tensor._h for tensor in tensors]
+    return _wrap(_ttpu.device_collective(kind, handles, devices, groups=groups, **params))
+
+
+def _reduction(op: str, name: str) -> str:
+    if op not in _REDUCTIONS:
+        raise ValueError(f"ttpu.distributed.{name}: op must be one of {', '.join(_REDUCTIONS)}, not {op!r}")
+    return op
+
+
+def _averaged(results: list[torch.Tensor], size: int, dtype: torch.dtype) -> list[torch.Tensor]:
+    # AVG is SUM and a divide, as PyTorch's backends compute it; integers divide as they floor.
+    if dtype.is_floating_point or dtype.is_complex:
+        return [result / size for result in results]
+    return [torch.div(result, size, rounding_mode="floor") for result in results]
+
+
+def all_reduce(tensors, op: str = "sum", groups=None) -> list[torch.Tensor]:
+    """The elementwise ``op`` (``sum``, ``avg``, ``product``, ``max``, ``min``) of each group's
+    tensors, for every member: one tensor per device in, one per device out. ``groups`` splits
+    the positions of ``tensors`` into groups of one size (default: one group of all)."""
+    reduce = _reduction(op, "all_reduce")
+    results = _run("all_reduce", tensors, "all_reduce", groups, reduce="sum" if reduce == "avg" else reduce)
+    if reduce == "avg":
+        results = _averaged(results, _group_size(groups, len(results)), results[0].dtype)
+    return results
+
+
+def all_gather(tensors, dim: int = 0, groups=None) -> list[torch.Tensor]:
+    """Each group's tensors concatenated along ``dim`` in group order, for every member."""
+    tensors = list(tensors)
+    dim = _dim(tensors, dim, "all_gather")
+    return _run("all_gather", tensors, "all_gather", groups, dimension=dim)
+
+
+def reduce_scatter(tensors, op: str = "sum", dim: int = 0, groups=None) -> list[torch.Tensor]:
+    """The ``op`` of each group's tensors split along ``dim``: the ``i``-th member gets block
+    ``i``. The size of ``dim`` must be a multiple of the group size."""
+    tensors = list(tensors)
+    reduce = _reduction(op, "reduce_scatter")
+    dim = _dim(tensors, dim, "reduce_scatter")
+    size = _blocks(tensors, dim, groups, "reduce_scatter")
+    results = _run("reduce_scatter", tensors, "reduce_scatter", groups,
+                   reduce="sum" if reduce == "avg" else reduce, dimension=dim)
+    if reduce == "avg":
+        results = _averaged(results, size, results[0].dtype)
+    return results
+
+
+def all_to_all(tensors, split_dim: int = 0, concat_dim: int = 0, groups=None) -> list[torch.Tensor]:
+    """Each member splits its tensor along ``split_dim`` into one block per group member, sends
+    block ``j`` to member ``j``, and concatenates what it receives along ``concat_dim``."""
+    tensors = list(tensors)
+    split_dim = _dim(tensors, split_dim, "all_to_all")
+    concat_dim = _dim(tensors, concat_dim, "all_to_all")
+    _blocks(tensors, split_dim, groups, "all_to_all")
+    return _run("all_to_all", tensors, "all_to_all", groups, split_dimension=split_dim, concat_dimension=concat_dim)
+
+
+def permute(tensors, pairs) -> list[torch.Tensor]:
+    """Sends the tensor at position ``source`` to position ``target`` for each ``(source,
+    target)`` pair (distinct sources, distinct targets); a position no pair targets gets zeros."""
+    tensors = list(tensors)
+    pairs = [(int(source), int(target)) for source, target in pairs]
+    count = len(tensors)
+    sources, targets = [pair[0] for pair in pairs], [pair[1] for pair in pairs]
+    if any(not 0 <= position < count for position in sources + targets) or len(set(sources)) != len(sources) \
+            or len(set(targets)) != len(targets):
+        raise ValueError(
+            f"ttpu.distributed.permute: pairs of distinct sources and distinct targets among positions "
+            f"0..{count - 1}, found {pairs}"
+        )
+    return _run("collective_permute", tensors, "permute", pairs=pairs)
+
+
+def _blocks(tensors, dim: int, groups, name: str) -> int:
+    """The group size, checked to split ``dim`` of the tensors into whole blocks."""
+    size = _group_size(_groups(groups, len(tensors), name), len(tensors))
+    if tensors and tensors[0].shape[dim] % size:
+        raise ValueError(
+            f"ttpu.distributed.{name}: dim {dim} of size {tensors[0].shape[dim]} does not split into {size} blocks"
+        )
+    return size
+
+
+def _dim(tensors, dim: int, name: str) -> int:
+    rank = tensors[0].dim() if tensors else 0
+    if not -rank <= dim < rank:
+        raise IndexError(f"ttpu.distributed.{name}: dim {dim} is out of range for tensors of {rank} dims")
+    return dim % rank
