@@ -229,12 +229,16 @@ struct Flat {
 }
 
 impl Backend {
-    /// The devices of `runtime`.
+    /// The devices of `runtime` this process runs: device `i` of the backend is the runtime's
+    /// `i`-th local device (every device of a runtime of one process; in a job of several
+    /// processes, this process's own, whose runtime indices are global).
     pub fn new(runtime: Runtime) -> Result<Backend> {
-        let runtime_devices = runtime.device_count();
+        let local = runtime.local_devices().to_vec();
+        let runtime_devices = local.len();
         let runtime_platform = runtime.platform();
-        let devices = (0..runtime_devices)
-            .map(|index| ttpu_eager::Device::on(&runtime, index))
+        let devices = local
+            .iter()
+            .map(|&index| ttpu_eager::Device::on(&runtime, index))
             .collect::<std::result::Result<Vec<_>, _>>()?;
         Ok(Backend {
             inner: Arc::new(Inner {
@@ -433,13 +437,28 @@ impl Backend {
     /// alone ([`Backend::synchronize`]) does not, so that a flush inside a step (the optimizer
     /// step's) does not wait for the device.
     pub fn read_index_checks(&self) -> Result<()> {
-        for device in &self.inner.devices {
-            if self.inner.checks.waiting(device.index())? {
+        for (index, device) in self.inner.devices.iter().enumerate() {
+            if self.inner.checks.waiting(index)? {
                 self.flush(device, "index checks")?;
             }
-            self.read_checks(device.index())?;
+            self.read_checks(index)?;
         }
         Ok(())
+    }
+
+    /// The runtime's index of device `index` (global in a job of several processes: the
+    /// replicas of a collective program name devices this way).
+    pub fn runtime_index(&self, index: usize) -> Result<usize> {
+        Ok(self.device(index)?.index())
+    }
+
+    /// The backend's index of the device the runtime numbers `runtime_index`.
+    fn backend_index(&self, runtime_index: usize) -> Result<usize> {
+        self.inner
+            .devices
+            .iter()
+            .position(|device| device.index() == runtime_index)
+            .ok_or(Error::NoSuchDevice { index: runtime_index, count: self.inner.devices.len() })
     }
 
     /// The index checks of every device (`checks`).
@@ -1010,7 +1029,7 @@ impl Backend {
                     operands: vec![operand(before, None), operand(new, None)],
                     values: vec![before.clone(), new.clone()],
                     tensors: vec![None, None],
-                    device: before.device().index(),
+                    device: self.backend_index(before.device().index())?,
                 };
                 let (_, mut results) = self.record(def, &flat)?;
                 results.pop().ok_or_else(|| Error::Call { op: def.name.into(), message: "gave no result".into() })

@@ -6,17 +6,18 @@ Prepared for a machine with two NVIDIA GPUs or more, run by hand from the reposi
 the package installed (`pip install ./crates/ttpu-py`) and the plugin:
 
     pip install jax-cuda12-pjrt                          # jax_plugins/xla_cuda12/xla_cuda_plugin.so
-    python crates/ttpu-py/benches/gpu_distributed.py --plugin PATH [--steps 3]
+    python crates/ttpu-py/benches/gpu_distributed.py --plugin PATH [--steps 3] [--collectives program|host]
 
 Each rank sets `TTPU_DEVICE_PLUGIN` to the CUDA plugin and `CUDA_VISIBLE_DEVICES` to its own GPU
 (as torchrun's `LOCAL_RANK` places it), joins `init_process_group("ttpu")` through a file store
 and trains the MLP of `crates/ttpu-py/tests/test_distributed.py` for `--steps` steps: DDP with
 SGD, then FSDP2 with AdamW. Rank 0 compares the parameters with one process training on the whole
 batch on GPU 0 and fails past 1e-5; it prints where each collective ran
-(`torch.ttpu.stats()["collectives"]`). Today the device runs every collective on the host
-(gloo on host copies, one flush each): the numbers check the device's semantics on the GPU
-plugin, and `on_host` shows every collective; collectives compiled into the programs (NCCL
-inside the step) would show `on_host` 0 with the same numbers.
+(`torch.ttpu.stats()["collectives"]`). With `--collectives program` (the default) each rank's
+runtime joins the job through a file store (`TTPU_COLLECTIVES=program`, `TTPU_PROCESS_ID`,
+`TTPU_NUM_PROCESSES`, `TTPU_COORDINATOR`) and every collective runs as a program over both GPUs
+(NCCL inside the plugin): the script fails unless `on_host` is 0. With `--collectives host` they
+run through gloo on host copies, one flush each, with the same numbers.
 """
 
 from __future__ import annotations
@@ -44,9 +45,13 @@ def _train(case, rank, world, steps):
     return cases._case_fsdp(rank, True)["params"]
 
 
-def _rank(rank, world, folder, plugin, steps):
+def _rank(rank, world, folder, plugin, steps, collectives):
     os.environ["TTPU_DEVICE_PLUGIN"] = plugin
     os.environ["CUDA_VISIBLE_DEVICES"] = str(rank)
+    os.environ["TTPU_COLLECTIVES"] = collectives
+    if collectives == "program":
+        os.environ.update(TTPU_PROCESS_ID=str(rank), TTPU_NUM_PROCESSES=str(world),
+                          TTPU_COORDINATOR=f"file://{folder}/ttpu-store")
     import torch.distributed as dist
 
     import ttpu  # noqa: F401
@@ -78,9 +83,10 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--plugin", required=True, help="the CUDA PJRT plugin (.so)")
     parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--collectives", choices=("program", "host"), default="program")
     args = parser.parse_args()
     folder = tempfile.mkdtemp(prefix="ttpu-gpu-dist-")
-    mp.spawn(_rank, args=(2, folder, args.plugin, args.steps), nprocs=2, join=True)
+    mp.spawn(_rank, args=(2, folder, args.plugin, args.steps, args.collectives), nprocs=2, join=True)
     with open(os.path.join(folder, "rank0.json")) as file:
         got = json.load(file)
     worst = 0.0
@@ -93,6 +99,8 @@ def main() -> None:
     print("collectives:", got["collectives"])
     if worst > 1e-5:
         sys.exit(f"parameters differ from one process by {worst:.3g}")
+    if args.collectives == "program" and got["collectives"]["on_host"]:
+        sys.exit(f"{got['collectives']['on_host']} collectives ran on the host, not inside programs")
     print("DDP and FSDP2 over two GPUs match one process")
 
 

@@ -55,8 +55,12 @@ pub(crate) fn backend() -> PyResult<Backend> {
 /// `devices` devices (the CPU plugin makes that many; other plugins use their first ones), and
 /// remembers the package's tensor class, the dtypes by IR name and the CPU-tensor converter.
 /// Returns the platform and the device count.
+///
+/// With `job`, the runtime takes part in the job its launcher describes (`ttpu::Launch`: ttpu's,
+/// JAX's or torchrun's variables and a `file://` or `redis://` store), so that its programs may
+/// run collectives across the job's processes; a process alone runs as without it.
 #[pyfunction]
-#[pyo3(signature = (tensor_class, dtypes, host_of, plugin=None, devices=None))]
+#[pyo3(signature = (tensor_class, dtypes, host_of, plugin=None, devices=None, job=false))]
 pub(crate) fn device_init(
     py: Python<'_>,
     tensor_class: Py<PyAny>,
@@ -64,6 +68,7 @@ pub(crate) fn device_init(
     host_of: Py<PyAny>,
     plugin: Option<std::path::PathBuf>,
     devices: Option<usize>,
+    job: bool,
 ) -> PyResult<(String, usize)> {
     let slot = DEVICE.get_or_init(|| Mutex::new(None));
     let mut guard = slot.lock().map_err(|_| error("the device table was poisoned by a panic"))?;
@@ -74,8 +79,15 @@ pub(crate) fn device_init(
         Some(path) => path,
         None => ttpu::find_plugin().map_err(error)?,
     };
+    let distributed = match job {
+        true => match ttpu::Launch::from_env().map_err(error)? {
+            Some(launch) => Some(launch.distributed().map_err(error)?),
+            None => None,
+        },
+        false => None,
+    };
     let runtime = py
-        .detach(|| ttpu::Runtime::new(&path, &RuntimeOptions { devices, ..RuntimeOptions::default() }))
+        .detach(|| ttpu::Runtime::new(&path, &RuntimeOptions { devices, distributed, ..RuntimeOptions::default() }))
         .map_err(error)?;
     // The same compile cache on disk as the CLI's and the compiled models'.
     if let Some(dir) = ttpu::default_disk_cache_dir() {

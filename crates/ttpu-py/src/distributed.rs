@@ -25,8 +25,10 @@ pub(crate) fn device_count_collective(kind: &str, host_bytes: Option<u64>) -> Py
 /// process's members in replica order, and the results are new device tensors, one per member.
 /// `groups` lists replica groups by position in `devices` (default: all of them), `reduce` is
 /// `sum`, `product`, `max` or `min`, `pairs` the `(source, target)` replicas of a permute.
+/// `label` names the collective in the statistics (`all_gather_into_tensor`, ...; `kind` when
+/// `None`).
 #[pyfunction]
-#[pyo3(signature = (kind, handles, devices, reduce=None, dimension=0, split_dimension=0, concat_dimension=0, groups=None, pairs=None))]
+#[pyo3(signature = (kind, handles, devices, reduce=None, dimension=0, split_dimension=0, concat_dimension=0, groups=None, pairs=None, label=None))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn device_collective<'py>(
     py: Python<'py>,
@@ -39,6 +41,7 @@ pub(crate) fn device_collective<'py>(
     concat_dimension: i64,
     groups: Option<Vec<Vec<i64>>>,
     pairs: Option<Vec<(i64, i64)>>,
+    label: Option<&str>,
 ) -> PyResult<Bound<'py, PyList>> {
     let tensors = handles.iter().map(handle_of).collect::<PyResult<Vec<_>>>()?;
     let count = i64::try_from(devices.len()).map_err(|_| error("too many devices"))?;
@@ -63,9 +66,17 @@ pub(crate) fn device_collective<'py>(
         other => return Err(error(format!("ttpu: `{other}` is not a collective"))),
     };
     let backend = backend()?;
-    let results = py.detach(|| backend.collective(kind, &tensors, &collective, &devices)).map_err(error)?;
+    let label = label.unwrap_or(kind);
+    let results = py.detach(|| backend.collective(label, &tensors, &collective, &devices)).map_err(error)?;
     let items = results.into_iter().map(|tensor| tensor_tuple(py, tensor)).collect::<PyResult<Vec<_>>>()?;
     PyList::new(py, items)
+}
+
+/// The runtime's index of device `index`: global in a job of several processes, where the
+/// replicas of a collective program name devices this way.
+#[pyfunction]
+pub(crate) fn device_runtime_index(index: usize) -> PyResult<usize> {
+    backend()?.runtime_index(index).map_err(error)
 }
 
 /// Counts a call that reached the process-group backend's method `method`.

@@ -337,6 +337,7 @@ fn _ttpu(module: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(device::table_has, module)?,
         wrap_pyfunction!(distributed::device_count_collective, module)?,
         wrap_pyfunction!(distributed::device_collective, module)?,
+        wrap_pyfunction!(distributed::device_runtime_index, module)?,
         wrap_pyfunction!(distributed::device_count_backend_call, module)?,
         wrap_pyfunction!(distributed::device_collective_stats, module)?,
         wrap_pyfunction!(distributed::device_set_flush_log, module)?,

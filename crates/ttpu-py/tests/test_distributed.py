@@ -410,3 +410,134 @@ def test_a_collective_without_its_peer_times_out_naming_the_group():
     ranks = _run_job(["missing_peer"], timeout=3)
     error = ranks[0]["missing_peer"].get("error", "")
     assert "collective all_reduce on process group '0' (global ranks [0, 1]) did not complete within 3 s" in error, error
+
+
+# ---- collectives inside programs (TTPU_COLLECTIVES=program) ----
+
+
+def _program_worker(rank, world, folder):
+    os.environ.update(
+        TTPU_COLLECTIVES="program", TTPU_PROCESS_ID=str(rank), TTPU_NUM_PROCESSES=str(world),
+        TTPU_COORDINATOR=f"file://{folder}/ttpu-store", TTPU_PEER_TIMEOUT="60",
+    )
+    import torch.distributed as dist
+
+    import ttpu  # noqa: F401
+
+    store = dist.FileStore(os.path.join(folder, "store"), world)
+    dist.init_process_group("ttpu", store=store, rank=rank, world_size=world, timeout=datetime.timedelta(seconds=60))
+    results = {}
+    try:
+        if world == 1:
+            results["ddp"] = _case_ddp_whole()
+            results["fsdp"] = _case_fsdp_whole()
+            results["ops"] = _case_ops_one_rank()
+        else:
+            results["local"] = (torch.ones(3, device="ttpu") * (rank + 1)).cpu().tolist()
+            dist.all_reduce(torch.ones(3, device="ttpu"))
+    except Exception as error:  # noqa: BLE001 (reported to the test)
+        results["error"] = f"{type(error).__name__}: {error}"
+        results["traceback"] = traceback.format_exc()
+    results["stats"] = torch.ttpu.stats()["collectives"]
+    with open(os.path.join(folder, f"rank{rank}.json"), "w") as file:
+        json.dump(results, file)
+
+
+def _case_ddp_whole():
+    from torch.nn.parallel import DistributedDataParallel
+
+    torch.manual_seed(0)
+    model = DistributedDataParallel(MLP().to("ttpu"))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = _data(8, 8, 4)
+    flushes = _train(model, optimizer, (x.to("ttpu"), y.to("ttpu")), _mse, "ttpu")
+    return {"params": _params(model.module), "flushes": flushes}
+
+
+def _case_fsdp_whole():
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    mesh = init_device_mesh("ttpu", (1,))
+    torch.manual_seed(0)
+    model = MLP().to("ttpu")
+    for layer in model.layers:
+        fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    x, y = _data(8, 8, 4)
+    flushes = _train(model, optimizer, (x.to("ttpu"), y.to("ttpu")), _mse, "ttpu")
+    return {"params": _params(model), "flushes": flushes}
+
+
+def _case_ops_one_rank():
+    import torch.distributed as dist
+
+    x = torch.arange(6.0).reshape(2, 3)
+    on_device = x.to("ttpu")
+    average = on_device.clone()
+    dist.all_reduce(average, op=dist.ReduceOp.AVG)
+    biggest = on_device.clone()
+    dist.all_reduce(biggest, op=dist.ReduceOp.MAX)
+    broadcast = on_device.clone()
+    dist.broadcast(broadcast, src=0)
+    gathered = torch.empty(2, 3, device="ttpu")
+    dist.all_gather_into_tensor(gathered, on_device)
+    scattered = torch.empty(2, 3, device="ttpu")
+    dist.reduce_scatter_tensor(scattered, on_device)
+    exchanged = torch.empty(2, 3, device="ttpu")
+    dist.all_to_all_single(exchanged, on_device)
+    values = {"avg": average, "max": biggest, "broadcast": broadcast, "gather": gathered, "scatter": scattered,
+              "all_to_all": exchanged}
+    return {name: value.cpu().tolist() for name, value in values.items()}
+
+
+def _run_program_job(world):
+    folder = tempfile.mkdtemp(prefix="ttpu-dist-program-")
+    try:
+        mp.spawn(_program_worker, args=(world, folder), nprocs=world, join=True)
+    except mp.ProcessExitedException:
+        pass
+    ranks = []
+    for rank in range(world):
+        with open(os.path.join(folder, f"rank{rank}.json")) as file:
+            ranks.append(json.load(file))
+    return ranks
+
+
+def test_collectives_inside_programs_train_as_on_the_host():
+    # One process (the CPU plugin runs no program across processes): every collective of DDP,
+    # FSDP2 and the process-group ops runs as a program on the device, none on the host, and the
+    # training matches the CPU.
+    (result,) = _run_program_job(1)
+    assert "error" not in result, result.get("traceback")
+    torch.manual_seed(0)
+    model = MLP()
+    want = _reference(model, torch.optim.SGD(model.parameters(), lr=0.1), _data(8, 8, 4), _mse)
+    _assert_params(result["ddp"]["params"], want, "ddp in programs")
+    assert result["ddp"]["flushes"][-1] == {"collective all_reduce": 1, "optimizer step": 1}
+    torch.manual_seed(0)
+    model = MLP()
+    want = _reference(model, torch.optim.AdamW(model.parameters(), lr=1e-2), _data(8, 8, 4), _mse)
+    _assert_params(result["fsdp"]["params"], want, "fsdp in programs")
+    x = torch.arange(6.0).reshape(2, 3).tolist()
+    assert result["ops"] == {"avg": x, "max": x, "broadcast": x, "gather": x, "scatter": x, "all_to_all": x}
+    stats = result["stats"]
+    assert stats["on_host"] == 0 and stats["host_bytes"] == 0, stats
+    assert stats["backend_calls"] == {}, stats
+    recorded = stats["recorded"]
+    # DDP broadcasts the module state when it is made, and each step reduces one bucket.
+    assert recorded["all_reduce"] == 3 + 2 and recorded["broadcast"] >= 2 and recorded["all_to_all_single"] == 1, stats
+    assert recorded["all_gather_into_tensor"] > 0 and recorded["reduce_scatter_tensor"] > 0, stats
+
+
+def test_collectives_inside_programs_across_processes_need_a_plugin_that_runs_them():
+    # Two processes join one runtime job (rank 1's device is numbered after rank 0's); the CPU
+    # plugin cannot compile a program over both, and the first collective says so and what to do.
+    ranks = _run_program_job(WORLD)
+    for rank, result in enumerate(ranks):
+        assert result["local"] == [float(rank + 1)] * 3
+        error = result.get("error", "")
+        assert "collective all_reduce on process group '0' (global ranks [0, 1]) inside a program over devices" in error
+        assert "the cpu plugin cannot run one program over devices of 2 processes" in error, error
+        assert "TTPU_COLLECTIVES=host runs collectives on the host" in error, error

@@ -42,6 +42,7 @@ pub use parallel::{Parallelism, Plan, PlanFile};
 pub use profile::{TraceRecorder, Work, estimate_work};
 pub use session::{Bucketing, Model, Session};
 pub use train::{AdamW, Optimizer, Sgd, Trainer};
+pub use ttpu_dist::Launch;
 pub use ttpu_fx::{InputRole, ModelInput, ModelOutput, ModelSignature, OutputRole};
 pub use ttpu_ir::DType;
 pub use ttpu_ir::{Mesh, Sharding};

@@ -1245,7 +1245,10 @@ def _init() -> None:
     dtypes = {name: dtype for name, dtype in _FROM_IR.items()}
     env_devices = os.environ.get("TTPU_DEVICES")
     devices = int(env_devices) if env_devices else None
-    platform, count = _ttpu.device_init(TtpuTensor, dtypes, _host_of, _plugin_for_device(), devices)
+    from ._distributed import collectives_in_programs
+
+    job = collectives_in_programs()
+    platform, count = _ttpu.device_init(TtpuTensor, dtypes, _host_of, _plugin_for_device(), devices, job)
     _PLATFORM[0] = platform
     module = _DeviceModule()
     module._count = count

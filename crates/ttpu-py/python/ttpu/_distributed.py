@@ -10,11 +10,24 @@ each functional collective is one collective step of the device, counted in
 ``torch.ttpu.stats()["collectives"]``. ``wait_tensor`` is the identity (a collective is complete
 when its value is), and every process-group op returns completed work.
 
-Where a collective step runs: the CPU plugin refuses programs across processes, so each one
-runs on the host: the pending work of the device runs (one flush, reason
-``collective <kind>``), the operand is read, the group's gloo backend computes the collective,
-and the result goes back to the device, where the program goes on. AVG is SUM and a divide, as
-in the compiled form.
+Where a collective step runs depends on ``TTPU_COLLECTIVES``:
+
+- ``host`` (the default): the pending work of the device runs (one flush, reason
+  ``collective <kind>``), the operand is read, the group's gloo backend computes the collective,
+  and the result goes back to the device, where the program goes on. This is the path for the
+  CPU plugin, which refuses programs across processes.
+- ``program``: the device's runtime joins the job its launcher describes (ttpu's, JAX's or
+  torchrun's variables, with ``TTPU_COORDINATOR`` naming a ``file://`` or ``redis://`` store),
+  each group learns its members' runtime device ids through its store when it is created, and
+  each collective runs as a program of its own over the group's devices (``all_reduce``,
+  ``all_gather``, ``reduce_scatter``, ``all_to_all``; a broadcast is an all-gather of which the
+  source's block is kept, so its bits are exact): the pending work runs first, and no data goes
+  through the host. The plugin must run programs across processes (NCCL in the CUDA plugin); one
+  that cannot fails at the first collective with its own message. An all-to-all with uneven
+  splits, and the rooted and point-to-point ops (``scatter``, ``gather``, ``reduce``, ``send``,
+  ``recv``), take the host path, counted as such.
+
+AVG is SUM and a divide, as in the compiled form.
 
 Every rank must make the same collectives in the same order and flush at the same points (an
 ``.item()``, ``print`` or ``.cpu()`` on one rank only breaks that): with
@@ -66,6 +79,17 @@ _GLOO_REDUCE = {
 
 _DEBUG = {"enabled": False}
 
+_MODES = ("host", "program")
+
+
+def collectives_in_programs() -> bool:
+    """Whether device collectives run inside programs (``TTPU_COLLECTIVES=program``) rather than
+    on the host (``host``, the default)."""
+    mode = os.environ.get("TTPU_COLLECTIVES", "host").strip() or "host"
+    if mode not in _MODES:
+        raise RuntimeError(f"ttpu: TTPU_COLLECTIVES=`{mode}`: expected `host` or `program`")
+    return mode == "program"
+
 
 def set_debug(enabled: bool = True) -> None:
     """Compares the ranks' flush logs at every collective (see the module docs); the error names
@@ -79,9 +103,12 @@ class _Group:
     """What the device keeps of a process group: its name, its members' global ranks and
     global device ids, its gloo backend for the host path, and its store."""
 
-    def __init__(self, name, ranks, rank, devices, backend, store, timeout):
+    def __init__(self, name, ranks, rank, devices, backend, store, timeout, runtime_devices=None):
         self.name, self.ranks, self.rank = name, ranks, rank
         self.devices, self.backend, self.store, self.timeout = devices, backend, store, timeout
+        # The members' runtime device indices, in group-rank order: the replicas of the group's
+        # collective programs (``TTPU_COLLECTIVES=program`` only).
+        self.runtime_devices = runtime_devices
         self.collectives = 0
 
     def describe(self) -> str:
@@ -188,19 +215,31 @@ def _create_backend(options, backend_options=None):
     timeout = options.timeout
     ranks = list(options.global_ranks_in_group) or list(range(size))
     name = options.group_id
-    store.set(f"ttpu/device/{rank}", str(_device_id(ranks[rank])))
-    devices = []
+    devices = _exchange(store, rank, size, "device", _device_id(ranks[rank]), name, ranks, timeout)
+    runtime_devices = None
+    if collectives_in_programs():
+        runtime_devices = _exchange(
+            store, rank, size, "runtime_device", _ttpu.device_runtime_index(torch.ttpu.current_device()), name, ranks,
+            timeout,
+        )
+    backend = TtpuBackend(store, rank, size, timeout)
+    _GROUPS[name] = _Group(name, ranks, rank, devices, backend, store, timeout, runtime_devices)
+    return backend
+
+
+def _exchange(store, rank, size, what, mine, name, ranks, timeout) -> list[int]:
+    """Every member's ``what`` (an int), in group-rank order, through the group's store."""
+    store.set(f"ttpu/{what}/{rank}", str(mine))
+    values = []
     for peer in range(size):
         try:
-            devices.append(int(store.get(f"ttpu/device/{peer}")))
+            values.append(int(store.get(f"ttpu/{what}/{peer}")))
         except RuntimeError as error:
             raise RuntimeError(
                 f"ttpu: process group '{name}' (global ranks {ranks}): group rank {peer} did not publish its "
-                f"device within {_seconds(timeout):g} s ({error})"
+                f"{what.replace('_', ' ')} within {_seconds(timeout):g} s ({error})"
             ) from error
-    backend = TtpuBackend(store, rank, size, timeout)
-    _GROUPS[name] = _Group(name, ranks, rank, devices, backend, store, timeout)
-    return backend
+    return values
 
 
 def _group(name: str) -> _Group:
@@ -280,6 +319,25 @@ def _on_host(kind: str, group: _Group, tensors: list, run):
     return results
 
 
+def _in_program(kind: str, label: str, group: _Group, tensor: TtpuTensor, **params) -> TtpuTensor:
+    """Runs one collective step as a program over the group's devices (``TTPU_COLLECTIVES=program``):
+    the pending work runs first, and the result stays on the device. Counted as ``label``."""
+    if _DEBUG["enabled"]:
+        _check_divergence(group, label)
+    try:
+        result = _ttpu.device_collective(kind, [tensor._h], group.runtime_devices, label=label, **params)
+    except RuntimeError as error:
+        raise RuntimeError(
+            f"ttpu: collective {label} on {group.describe()} inside a program over devices "
+            f"{group.runtime_devices}: {error} (TTPU_COLLECTIVES=host runs collectives on the host)"
+        ) from error
+    return _device._wrap(result[0])
+
+
+def _programs(group: _Group) -> bool:
+    return group.runtime_devices is not None
+
+
 def _wait(work, group: _Group):
     work.wait(group.timeout)
 
@@ -326,6 +384,9 @@ def _all_reduce(args, kwargs):
     tensor, op, name = _bind(args, kwargs, "input", "reduce_op", "group_name")
     group = _group(_group_name(name))
     reduce = _reduce_name(op)
+    if _programs(group):
+        summed = _in_program("all_reduce", "all_reduce", group, tensor, reduce="sum" if reduce == "avg" else reduce)
+        return _finish_reduce(reduce, summed, len(group.ranks))
 
     def run(gloo, hosts):
         host = hosts[0].clone()
@@ -340,6 +401,9 @@ def _all_gather(args, kwargs):
     tensor, size, name = _bind(args, kwargs, "input", "group_size", "group_name")
     group = _group(_group_name(name))
     _check_size(group, size, "all_gather_into_tensor")
+    if _programs(group):
+        operand = tensor if tensor.dim() else tensor.reshape(1)
+        return _in_program("all_gather", "all_gather_into_tensor", group, operand, dimension=0)
 
     def run(gloo, hosts):
         host = hosts[0] if hosts[0].dim() else hosts[0].reshape(1)
@@ -359,6 +423,12 @@ def _reduce_scatter(args, kwargs):
         raise RuntimeError(
             f"ttpu: reduce_scatter_tensor of shape {list(tensor.shape)} over {size} ranks: dim 0 must divide evenly"
         )
+    if _programs(group):
+        scattered = _in_program(
+            "reduce_scatter", "reduce_scatter_tensor", group, tensor,
+            reduce="sum" if reduce == "avg" else reduce, dimension=0,
+        )
+        return _finish_reduce(reduce, scattered, len(group.ranks))
 
     def run(gloo, hosts):
         host = hosts[0]
@@ -375,6 +445,11 @@ def _all_to_all(args, kwargs):
         args, kwargs, "input", "output_split_sizes", "input_split_sizes", "group_name"
     )
     group = _group(_group_name(name))
+    size = len(group.ranks)
+    even = tensor.dim() > 0 and tensor.shape[0] % size == 0
+    blocks = [tensor.shape[0] // size] * size if even else None
+    if _programs(group) and even and all(not s or list(s) == blocks for s in (out_splits, in_splits)):
+        return _in_program("all_to_all", "all_to_all_single", group, tensor, split_dimension=0, concat_dimension=0)
 
     def run(gloo, hosts):
         host = hosts[0]
@@ -389,6 +464,10 @@ def _all_to_all(args, kwargs):
 def _broadcast(args, kwargs):
     tensor, src, name = _bind(args, kwargs, "input", "src", "group_name")
     group = _group(_group_name(name))
+    if _programs(group):
+        # Every member's value gathered, the source's kept: exact bits, one program on every rank.
+        gathered = _in_program("all_gather", "broadcast", group, tensor.reshape(1, *tensor.shape), dimension=0)
+        return gathered[src].clone()
 
     def run(gloo, hosts):
         # `src` is a rank of the group, as the functional op's own kernel reads it.
@@ -523,6 +602,17 @@ def _c10d_broadcast(args, kwargs):
     return tensors, _done(tensors)
 
 
+def _c10d_alltoall_base(args, kwargs):
+    # On the host as gloo's own op; inside programs as the functional collective (whose uneven
+    # splits go to the host there).
+    output, input, pg, out_splits, in_splits = args[0], args[1], _pg(args[2]), args[3], args[4]
+    if not _programs(_group(pg.group_name)):
+        return _host_alltoall_base(args, kwargs)
+    exchanged = F.wait_tensor(F.all_to_all_single(input, list(out_splits), list(in_splits), pg.group_name))
+    output.copy_(exchanged.reshape(output.shape))
+    return _done([output])
+
+
 def _host_c10d(kind, run_outputs):
     """A process-group op computed on the host as one collective step: ``run_outputs(gloo,
     args, hosts)`` runs it on host copies of every ttpu tensor of the call and returns the
@@ -603,6 +693,9 @@ def _alltoall_base(gloo, group, args):
     output, input, _, out_splits, in_splits = args[:5]
     _wait(gloo.alltoall_base(output, input, list(out_splits), list(in_splits), _C.AllToAllOptions()), group)
     return [((0,), output)]
+
+
+_host_alltoall_base = _host_c10d("alltoall_base", _alltoall_base)
 
 
 def _send(gloo, group, args):
@@ -700,7 +793,7 @@ def _install() -> None:
         "gather_": _host_c10d("gather", _gather),
         "reduce_": _host_c10d("reduce", _reduce),
         "alltoall_": _host_c10d("alltoall", _alltoall),
-        "alltoall_base_": _host_c10d("alltoall_base", _alltoall_base),
+        "alltoall_base_": _c10d_alltoall_base,
         "send": _host_c10d("send", _send),
         "recv_": _host_c10d("recv", _recv),
         "barrier": _barrier,
