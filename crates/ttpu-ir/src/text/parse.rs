@@ -981,6 +981,7 @@ impl Parser {
             (Scalar::Int(value), DType::U64) => Ok(value as f64),
             (Scalar::Bool(_), DType::Bool) => Ok(0.0),
             // Complex literals hold real values (see `Scalar::to_bytes`), spelled as floats.
+            (Scalar::Float(value), DType::C32) => Ok(crate::literal::to_f16(value).to_f64()),
             (Scalar::Float(value), DType::C64) => Ok(f64::from(value as f32)),
             (Scalar::Float(value), DType::C128) => Ok(value),
             _ => return Err(token.error(format!("expected an element of type {dtype}, found {}", token.describe()))),

@@ -174,6 +174,7 @@ proptest! {
             // u64 keeps the bit pattern of the i64.
             (DType::U64, Scalar::Int(v)) => Scalar::Int(v),
             // A real value as a complex element, in the dtype of the parts.
+            (DType::C32, Scalar::Float(v)) => Scalar::Float(half::f16::from_f64(v).to_f64()),
             (DType::C64, Scalar::Float(v)) => Scalar::Float(f64::from(v as f32)),
             (_, other) => other,
         };
