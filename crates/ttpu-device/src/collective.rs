@@ -90,13 +90,36 @@ impl Backend {
     /// program is split around the collective, so every rank flushes at the same point), and
     /// the results are fresh tensors on the members' devices: no data crosses the host. Counted
     /// as one collective of `kind` inside a program.
+    ///
+    /// With `in_step`, the collective is recorded into each member's pending program instead,
+    /// which then runs as one replica of `devices` when its values are needed: the step and its
+    /// collectives are one program (every rank must record the same and run it at the same
+    /// point).
     pub fn collective(
         &self,
         kind: &str,
         tensors: &[DeviceTensor],
         collective: &Collective,
         devices: &[usize],
+        in_step: bool,
     ) -> Result<Vec<DeviceTensor>> {
+        if in_step {
+            let mut results = Vec::with_capacity(tensors.len());
+            for member in tensors {
+                let state = member.state()?;
+                let device = self.device(state.storage.device)?;
+                let value = tensor::value_of(device, &state)?.collective_in_program(collective, devices)?;
+                let meta = Meta::contiguous(value.dtype(), &value.dims());
+                results.push(DeviceTensor::fresh(
+                    state.storage.device,
+                    meta,
+                    value,
+                    self.memory(state.storage.device)?,
+                ));
+            }
+            self.count_collective(kind, None)?;
+            return Ok(results);
+        }
         let reason = format!("collective {kind}");
         let mut values = Vec::with_capacity(tensors.len());
         for member in tensors {

@@ -8,6 +8,12 @@
 //! operand's device runs first, so a program never waits inside on another device's tape: this
 //! is the "split around collectives" discipline, under which ranks that record the same work
 //! flush at the same points.
+//!
+//! A collective may instead be recorded into the pending program (`collective_in_program`), which
+//! then runs as one replica of several: the whole step, its collectives included, is one
+//! program, as XLA fuses them. Every rank must then record the same program and run it at the
+//! same point (the SPMD discipline of the caller); a collective over other replicas runs the
+//! pending program first.
 
 use ttpu_ir::{Collective, GraphBuilder};
 use ttpu_runtime::CompileSpec;
@@ -16,6 +22,14 @@ use crate::mesh::Stored;
 use crate::{Error, Result, Tensor};
 
 impl Tensor {
+    /// Records `collective` on this tensor into its device's pending program, which then runs as
+    /// the replica of this device among `devices` (runtime device indices in replica order; no
+    /// other device of this process may be among them). The program runs when its values are
+    /// needed, with the rest of the pending work.
+    pub fn collective_in_program(&self, collective: &Collective, devices: &[usize]) -> Result<Tensor> {
+        self.node.device.record_collective(self, collective.clone(), devices)
+    }
+
     /// Runs `collective` over the replicas `devices` (runtime device indices, in replica order,
     /// as the collective's replica groups and pairs number them). `operands` are this process's
     /// members, one per device it runs among `devices`, in that order; all of one type, each a

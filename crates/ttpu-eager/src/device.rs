@@ -23,6 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
 use smallvec::SmallVec;
+use ttpu_ir::Collective;
 use ttpu_ir::{DType, Graph};
 use ttpu_runtime::{Buffer, CompileSpec, Counters, Executable, FxHasher, ProgramKey, Runtime, RuntimeOptions};
 
@@ -85,6 +86,10 @@ pub(crate) struct State {
     pub(crate) types: TypeMemo,
     /// The mesh programs run over, if any (see `mesh`).
     pub(crate) mesh: Option<Arc<MeshPlacement>>,
+    /// The replicas of the pending program, once it holds a collective recorded into it
+    /// (`Tensor::collective_in_program`): runtime device indices in replica order, this device
+    /// among them. `None`: a program of this device alone.
+    pub(crate) replicas: Option<Vec<usize>>,
 }
 
 impl State {
@@ -100,6 +105,7 @@ impl State {
             recorded: Vec::new(),
             types: TypeMemo::default(),
             mesh: None,
+            replicas: None,
         }
     }
 
@@ -115,6 +121,7 @@ impl State {
         self.host_data.clear();
         self.input_of_buffer.clear();
         self.recorded.clear();
+        self.replicas = None;
     }
 
     /// The pending-tape slot holding `tensor`, adding its buffer as an input if needed.
@@ -325,6 +332,43 @@ impl Device {
         Ok(self.record_step(operands, TapeOp::Call(graph.clone()))?.into_vec())
     }
 
+    /// Records `collective` on `operand` into the pending program, which then runs as one
+    /// replica of `devices` (see `Tensor::collective_in_program`). A pending program over other
+    /// replicas runs first.
+    pub(crate) fn record_collective(
+        &self,
+        operand: &Tensor,
+        collective: Collective,
+        devices: &[usize],
+    ) -> Result<Tensor> {
+        let local = self.inner.runtime.local_devices();
+        let here: Vec<usize> = devices.iter().copied().filter(|device| local.contains(device)).collect();
+        if here != [self.inner.index] {
+            return Err(Error::CallOperands {
+                message: format!(
+                    "a collective recorded into device {}'s program needs that device, and no other device of this \
+                     process, among its replicas {devices:?}",
+                    self.inner.index
+                ),
+            });
+        }
+        {
+            let mut state = self.state()?;
+            if state.mesh.is_some() {
+                return Err(Error::Mesh {
+                    message:
+                        "a collective cannot be recorded into a program over a mesh, whose partitioner adds its own"
+                            .into(),
+                });
+            }
+            if state.replicas.as_deref().is_some_and(|current| current != devices) {
+                self.materialize(&mut state)?;
+            }
+            state.replicas = Some(devices.to_vec());
+        }
+        self.record(&[operand], TapeOp::Collective(collective))
+    }
+
     fn record_step(&self, operands: &[&Tensor], op: TapeOp) -> Result<SmallVec<[Tensor; 1]>> {
         if operands.iter().any(|operand| !operand.node.device.same(self)) {
             return Err(Error::DeviceMismatch);
@@ -401,7 +445,7 @@ impl Device {
             self.inner.donated.fetch_add(aliases.len() as u64, Ordering::Relaxed);
             let results = match state.mesh.clone() {
                 None => self
-                    .run(&program, &used, &state.inputs, &state.host_data, aliases)
+                    .run(&program, &used, &state.inputs, &state.host_data, aliases, state.replicas.as_deref())
                     .map(|buffers| buffers.into_iter().map(Stored::single).collect::<Vec<_>>()),
                 Some(mesh) => {
                     let types: Vec<_> = live.iter().map(|(node, _)| Arc::clone(&node.ty)).collect();
@@ -443,10 +487,13 @@ impl Device {
         inputs: &[Arc<Stored>],
         host_data: &[Vec<u8>],
         aliases: Vec<(usize, usize)>,
+        replicas: Option<&[usize]>,
     ) -> Result<Vec<Buffer>> {
         // A recorded tape is built into IR and fused with the exact rules (bit-exact) only on a
-        // memory miss.
-        let spec = CompileSpec { aliases, ..CompileSpec::on(self.inner.index) };
+        // memory miss. A program holding collectives runs as one replica of several, this
+        // process running this device's.
+        let devices = replicas.map_or_else(|| vec![self.inner.index], <[usize]>::to_vec);
+        let spec = CompileSpec { aliases, devices, ..CompileSpec::default() };
         let executable =
             self.inner.runtime.executable(program, &spec, || Ok::<_, Error>(fused(&program.to_graph()?)))?;
         // Host values go up packed: one transfer per dtype, in the program's order.

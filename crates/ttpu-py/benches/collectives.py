@@ -3,9 +3,10 @@
 
     python crates/ttpu-py/benches/collectives.py
 
-1. A steady DDP step with world size 1 (a 4-layer 256x256 MLP, one bucket, batch 64, SGD), once
-   with `TTPU_COLLECTIVES=host` and once with `program`: the median of steps 6-25 and what went
-   through the host (`torch.ttpu.stats()["collectives"]`).
+1. A steady DDP step with world size 1 (a 4-layer 256x256 MLP, one bucket, batch 64, SGD) with
+   `TTPU_COLLECTIVES=host`, with `program`, and with `program` inside
+   `ttpu.distributed.fused_collectives()`: the median of steps 6-25, flushes per step and what
+   went through the host (`torch.ttpu.stats()["collectives"]`).
 2. `ttpu.distributed.all_reduce` of 4 MiB on each of 4 CPU devices (one 4-replica program)
    against the same sum through the host (read 4, add, upload 4), result read back; median of 10.
 
@@ -28,11 +29,13 @@ import torch.multiprocessing as mp
 
 
 def _ddp_step(rank, folder, mode):
-    os.environ["TTPU_COLLECTIVES"] = mode
+    os.environ["TTPU_COLLECTIVES"] = "host" if mode == "host" else "program"
+    import contextlib
+
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
 
-    import ttpu  # noqa: F401
+    import ttpu.distributed
 
     dist.init_process_group("ttpu", store=dist.FileStore(os.path.join(folder, "store"), 1), rank=0, world_size=1,
                             timeout=datetime.timedelta(seconds=60))
@@ -42,16 +45,20 @@ def _ddp_step(rank, folder, mode):
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     x = torch.randn(64, 256, device="ttpu")
     times = []
-    for _ in range(25):
-        start = time.perf_counter()
-        optimizer.zero_grad()
-        model(x).square().mean().backward()
-        optimizer.step()
-        torch.ttpu.synchronize()
-        times.append(time.perf_counter() - start)
+    with ttpu.distributed.fused_collectives() if mode == "fused" else contextlib.nullcontext():
+        for step in range(25):
+            if step == 24:
+                before = sum(torch.ttpu.stats()["flushes"].values())
+            start = time.perf_counter()
+            optimizer.zero_grad()
+            model(x).square().mean().backward()
+            optimizer.step()
+            torch.ttpu.synchronize()
+            times.append(time.perf_counter() - start)
+    flushes = sum(torch.ttpu.stats()["flushes"].values()) - before
     steady = sorted(times[5:])[len(times[5:]) // 2]
     with open(os.path.join(folder, "out.json"), "w") as file:
-        json.dump({"ms": steady * 1e3, "collectives": torch.ttpu.stats()["collectives"]}, file)
+        json.dump({"ms": steady * 1e3, "flushes": flushes, "collectives": torch.ttpu.stats()["collectives"]}, file)
     dist.destroy_process_group()
 
 
@@ -76,13 +83,13 @@ for name, run in (("inside a program", in_program), ("through the host", on_host
 
 
 def main() -> None:
-    for mode in ("host", "program"):
+    for mode in ("host", "program", "fused"):
         folder = tempfile.mkdtemp(prefix="ttpu-bench-collectives-")
         mp.spawn(_ddp_step, args=(folder, mode), nprocs=1, join=True)
         with open(os.path.join(folder, "out.json")) as file:
             out = json.load(file)
         stats = out["collectives"]
-        print(f"DDP step, TTPU_COLLECTIVES={mode}: {out['ms']:.2f} ms; collectives {stats['recorded']}, "
+        print(f"DDP step, {mode}: {out['ms']:.2f} ms, {out['flushes']} flushes a step; collectives {stats['recorded']}, "
               f"{stats['on_host']} on the host, {stats['host_bytes']} bytes through it")
     env = dict(os.environ, TTPU_DEVICES="4")
     subprocess.run([sys.executable, "-c", _ALL_REDUCE], env=env, check=True)

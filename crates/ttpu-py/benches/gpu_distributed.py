@@ -6,7 +6,7 @@ Prepared for a machine with two NVIDIA GPUs or more, run by hand from the reposi
 the package installed (`pip install ./crates/ttpu-py`) and the plugin:
 
     pip install jax-cuda12-pjrt                          # jax_plugins/xla_cuda12/xla_cuda_plugin.so
-    python crates/ttpu-py/benches/gpu_distributed.py --plugin PATH [--steps 3] [--collectives program|host]
+    python crates/ttpu-py/benches/gpu_distributed.py --plugin PATH [--steps 3] [--collectives program|host] [--fused]
 
 Each rank sets `TTPU_DEVICE_PLUGIN` to the CUDA plugin and `CUDA_VISIBLE_DEVICES` to its own GPU
 (as torchrun's `LOCAL_RANK` places it), joins `init_process_group("ttpu")` through a file store
@@ -16,8 +16,9 @@ batch on GPU 0 and fails past 1e-5; it prints where each collective ran
 (`torch.ttpu.stats()["collectives"]`). With `--collectives program` (the default) each rank's
 runtime joins the job through a file store (`TTPU_COLLECTIVES=program`, `TTPU_PROCESS_ID`,
 `TTPU_NUM_PROCESSES`, `TTPU_COORDINATOR`) and every collective runs as a program over both GPUs
-(NCCL inside the plugin): the script fails unless `on_host` is 0. With `--collectives host` they
-run through gloo on host copies, one flush each, with the same numbers.
+(NCCL inside the plugin): the script fails unless `on_host` is 0; `--fused` records them into the
+step's program (`ttpu.distributed.fused_collectives()`), one program per step. With
+`--collectives host` they run through gloo on host copies, one flush each, with the same numbers.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def _train(case, rank, world, steps):
     return cases._case_fsdp(rank, True)["params"]
 
 
-def _rank(rank, world, folder, plugin, steps, collectives):
+def _rank(rank, world, folder, plugin, steps, collectives, fused):
     os.environ["TTPU_DEVICE_PLUGIN"] = plugin
     os.environ["CUDA_VISIBLE_DEVICES"] = str(rank)
     os.environ["TTPU_COLLECTIVES"] = collectives
@@ -58,7 +59,12 @@ def _rank(rank, world, folder, plugin, steps, collectives):
 
     dist.init_process_group("ttpu", store=dist.FileStore(os.path.join(folder, "store"), world), rank=rank,
                             world_size=world, timeout=datetime.timedelta(seconds=120))
-    results = {case: _train(case, rank, world, steps) for case in ("ddp", "fsdp")}
+    import contextlib
+
+    import ttpu.distributed
+
+    with ttpu.distributed.fused_collectives() if fused else contextlib.nullcontext():
+        results = {case: _train(case, rank, world, steps) for case in ("ddp", "fsdp")}
     results["collectives"] = torch.ttpu.stats()["collectives"]
     with open(os.path.join(folder, f"rank{rank}.json"), "w") as file:
         json.dump(results, file)
@@ -84,9 +90,10 @@ def main() -> None:
     parser.add_argument("--plugin", required=True, help="the CUDA PJRT plugin (.so)")
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--collectives", choices=("program", "host"), default="program")
+    parser.add_argument("--fused", action="store_true", help="collectives recorded into the step's program")
     args = parser.parse_args()
     folder = tempfile.mkdtemp(prefix="ttpu-gpu-dist-")
-    mp.spawn(_rank, args=(2, folder, args.plugin, args.steps, args.collectives), nprocs=2, join=True)
+    mp.spawn(_rank, args=(2, folder, args.plugin, args.steps, args.collectives, args.fused), nprocs=2, join=True)
     with open(os.path.join(folder, "rank0.json")) as file:
         got = json.load(file)
     worst = 0.0

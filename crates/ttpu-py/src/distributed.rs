@@ -26,9 +26,10 @@ pub(crate) fn device_count_collective(kind: &str, host_bytes: Option<u64>) -> Py
 /// `groups` lists replica groups by position in `devices` (default: all of them), `reduce` is
 /// `sum`, `product`, `max` or `min`, `pairs` the `(source, target)` replicas of a permute.
 /// `label` names the collective in the statistics (`all_gather_into_tensor`, ...; `kind` when
-/// `None`).
+/// `None`). With `in_step` the collective is recorded into the member's pending program, which
+/// then runs as one replica of `devices` (one member only).
 #[pyfunction]
-#[pyo3(signature = (kind, handles, devices, reduce=None, dimension=0, split_dimension=0, concat_dimension=0, groups=None, pairs=None, label=None))]
+#[pyo3(signature = (kind, handles, devices, reduce=None, dimension=0, split_dimension=0, concat_dimension=0, groups=None, pairs=None, label=None, in_step=false))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn device_collective<'py>(
     py: Python<'py>,
@@ -42,6 +43,7 @@ pub(crate) fn device_collective<'py>(
     groups: Option<Vec<Vec<i64>>>,
     pairs: Option<Vec<(i64, i64)>>,
     label: Option<&str>,
+    in_step: bool,
 ) -> PyResult<Bound<'py, PyList>> {
     let tensors = handles.iter().map(handle_of).collect::<PyResult<Vec<_>>>()?;
     let count = i64::try_from(devices.len()).map_err(|_| error("too many devices"))?;
@@ -67,7 +69,7 @@ pub(crate) fn device_collective<'py>(
     };
     let backend = backend()?;
     let label = label.unwrap_or(kind);
-    let results = py.detach(|| backend.collective(label, &tensors, &collective, &devices)).map_err(error)?;
+    let results = py.detach(|| backend.collective(label, &tensors, &collective, &devices, in_step)).map_err(error)?;
     let items = results.into_iter().map(|tensor| tensor_tuple(py, tensor)).collect::<PyResult<Vec<_>>>()?;
     PyList::new(py, items)
 }

@@ -432,6 +432,7 @@ def _program_worker(rank, world, folder):
             results["ddp"] = _case_ddp_whole()
             results["fsdp"] = _case_fsdp_whole()
             results["ops"] = _case_ops_one_rank()
+            results["fused"] = _case_fused()
         else:
             results["local"] = (torch.ones(3, device="ttpu") * (rank + 1)).cpu().tolist()
             dist.all_reduce(torch.ones(3, device="ttpu"))
@@ -492,6 +493,25 @@ def _case_ops_one_rank():
     return {name: value.cpu().tolist() for name, value in values.items()}
 
 
+def _case_fused():
+    import torch.distributed as dist
+
+    import ttpu.distributed
+
+    before = dict(torch.ttpu.stats()["collectives"]["recorded"])
+    with ttpu.distributed.fused_collectives():
+        ddp = _case_ddp_whole()
+        x = torch.arange(6.0, device="ttpu").reshape(2, 3)
+        pending = dict(torch.ttpu.stats()["flushes"])
+        dist.all_reduce(x, op=dist.ReduceOp.AVG)
+        y = x * 2
+        recorded_without_a_flush = torch.ttpu.stats()["flushes"] == pending
+        values = y.cpu().tolist()
+    after = torch.ttpu.stats()["collectives"]["recorded"]
+    return {"ddp": ddp, "values": values, "recorded_without_a_flush": recorded_without_a_flush,
+            "collectives": {k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)}}
+
+
 def _run_program_job(world):
     folder = tempfile.mkdtemp(prefix="ttpu-dist-program-")
     try:
@@ -522,12 +542,22 @@ def test_collectives_inside_programs_train_as_on_the_host():
     _assert_params(result["fsdp"]["params"], want, "fsdp in programs")
     x = torch.arange(6.0).reshape(2, 3).tolist()
     assert result["ops"] == {"avg": x, "max": x, "broadcast": x, "gather": x, "scatter": x, "all_to_all": x}
+    # Fused: the collectives are recorded into the step's program, so a DDP step is one flush.
+    fused = result["fused"]
+    torch.manual_seed(0)
+    model = MLP()
+    want = _reference(model, torch.optim.SGD(model.parameters(), lr=0.1), _data(8, 8, 4), _mse)
+    _assert_params(fused["ddp"]["params"], want, "ddp with fused collectives")
+    assert fused["ddp"]["flushes"][-1] == {"optimizer step": 1}
+    assert fused["recorded_without_a_flush"] and fused["values"] == (torch.arange(6.0).reshape(2, 3) * 2).tolist()
+    assert fused["collectives"]["all_reduce"] == 3 + 1, fused["collectives"]
     stats = result["stats"]
     assert stats["on_host"] == 0 and stats["host_bytes"] == 0, stats
     assert stats["backend_calls"] == {}, stats
     recorded = stats["recorded"]
     # DDP broadcasts the module state when it is made, and each step reduces one bucket.
-    assert recorded["all_reduce"] == 3 + 2 and recorded["broadcast"] >= 2 and recorded["all_to_all_single"] == 1, stats
+    # (3 DDP steps and AVG and MAX, then the fused case's 3 steps and its AVG.)
+    assert recorded["all_reduce"] == 3 + 2 + 4 and recorded["broadcast"] >= 2 and recorded["all_to_all_single"] == 1, stats
     assert recorded["all_gather_into_tensor"] > 0 and recorded["reduce_scatter_tensor"] > 0, stats
 
 
@@ -541,3 +571,12 @@ def test_collectives_inside_programs_across_processes_need_a_plugin_that_runs_th
         assert "collective all_reduce on process group '0' (global ranks [0, 1]) inside a program over devices" in error
         assert "the cpu plugin cannot run one program over devices of 2 processes" in error, error
         assert "TTPU_COLLECTIVES=host runs collectives on the host" in error, error
+
+
+def test_fused_collectives_need_the_program_path():
+    import ttpu.distributed
+
+    with pytest.raises(RuntimeError, match="fused_collectives\\(\\) records collectives into programs, which needs "
+                                           "TTPU_COLLECTIVES=program when the device starts"):
+        with ttpu.distributed.fused_collectives():
+            pass

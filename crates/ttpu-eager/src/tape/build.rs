@@ -371,6 +371,7 @@ impl TapeOp {
                 Ok(builder.gather(x, points, dims)?)
             }
             TapeOp::Call(_) => Err(Error::internal("a call has results, not a result")),
+            TapeOp::Collective(collective) => Ok(builder.collective(collective.clone(), operand(0)?)?),
             TapeOp::Embedding => {
                 let (weight, indices) = (operand(0)?, operand(1)?);
                 let width = static_dims(&builder.ty(weight).shape).get(1).copied();

@@ -143,6 +143,8 @@ pub(crate) enum TapeOp {
     Embedding,
     /// A graph called on the operands (inlined), one result per output of the graph.
     Call(CallGraph),
+    /// A collective across the replicas of the program (see `Device::replicas`).
+    Collective(ttpu_ir::Collective),
 }
 
 /// A graph that steps call: its inputs are a step's operands, its outputs the step's results.

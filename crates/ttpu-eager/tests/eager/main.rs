@@ -5,6 +5,7 @@
 
 mod cache;
 mod calls;
+mod collectives;
 mod common;
 mod fixtures;
 mod math;

@@ -25,7 +25,8 @@ Where a collective step runs depends on ``TTPU_COLLECTIVES``:
   through the host. The plugin must run programs across processes (NCCL in the CUDA plugin); one
   that cannot fails at the first collective with its own message. An all-to-all with uneven
   splits, and the rooted and point-to-point ops (``scatter``, ``gather``, ``reduce``, ``send``,
-  ``recv``), take the host path, counted as such.
+  ``recv``), take the host path, counted as such. Inside ``ttpu.distributed.fused_collectives()``
+  the collectives are recorded into the step's program instead, so a step is one program.
 
 AVG is SUM and a divide, as in the compiled form.
 
@@ -53,7 +54,7 @@ from torch.utils._pytree import tree_flatten
 from . import _device, _ttpu
 from ._device import TtpuTensor
 
-__all__ = ["set_debug"]
+__all__ = ["fused_collectives", "set_debug"]
 
 BACKEND = "ttpu"
 
@@ -319,13 +320,40 @@ def _on_host(kind: str, group: _Group, tensors: list, run):
     return results
 
 
+_FUSED = [0]
+
+
+class fused_collectives:  # noqa: N801 (used as a function: `with fused_collectives():`)
+    """Inside, the collectives of process groups are recorded into the pending program (the
+    step's) instead of running as programs of their own: a training step and its collectives
+    become one program, which runs at the step's flush (needs ``TTPU_COLLECTIVES=program``). Every
+    rank must record the same program and flush at the same point, or the job deadlocks; the debug
+    mode (``ttpu.distributed.set_debug``) compares the ranks' flushes."""
+
+    def __enter__(self):
+        if not collectives_in_programs():
+            raise RuntimeError(
+                "ttpu: fused_collectives() records collectives into programs, which needs TTPU_COLLECTIVES=program "
+                "when the device starts"
+            )
+        _FUSED[0] += 1
+        return self
+
+    def __exit__(self, *exc):
+        _FUSED[0] -= 1
+        return False
+
+
 def _in_program(kind: str, label: str, group: _Group, tensor: TtpuTensor, **params) -> TtpuTensor:
     """Runs one collective step as a program over the group's devices (``TTPU_COLLECTIVES=program``):
-    the pending work runs first, and the result stays on the device. Counted as ``label``."""
+    the pending work runs first, and the result stays on the device; inside ``fused_collectives()``
+    it is recorded into the pending program instead. Counted as ``label``."""
     if _DEBUG["enabled"]:
         _check_divergence(group, label)
     try:
-        result = _ttpu.device_collective(kind, [tensor._h], group.runtime_devices, label=label, **params)
+        result = _ttpu.device_collective(
+            kind, [tensor._h], group.runtime_devices, label=label, in_step=_FUSED[0] > 0, **params
+        )
     except RuntimeError as error:
         raise RuntimeError(
             f"ttpu: collective {label} on {group.describe()} inside a program over devices "

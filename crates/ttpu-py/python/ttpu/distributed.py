@@ -32,13 +32,14 @@ import torch
 
 from . import _ttpu
 from ._device import TtpuTensor
-from ._distributed import set_debug
+from ._distributed import fused_collectives, set_debug
 
 __all__ = [
     "Mesh",
     "all_gather",
     "all_reduce",
     "all_to_all",
+    "fused_collectives",
     "input_spec",
     "mark_sharding",
     "permute",
