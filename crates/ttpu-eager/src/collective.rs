@@ -39,6 +39,9 @@ impl Tensor {
         let Some(first) = operands.first() else {
             return Err(mismatch("a collective needs at least one operand".into()));
         };
+        collective
+            .check_replicas(devices.len())
+            .map_err(|message| mismatch(format!("`{}`: {message}", collective.mnemonic())))?;
         let ty = (*first.node.ty).clone();
         for operand in operands {
             if *operand.node.ty != ty {

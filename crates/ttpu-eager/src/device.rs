@@ -341,6 +341,9 @@ impl Device {
         collective: Collective,
         devices: &[usize],
     ) -> Result<Tensor> {
+        collective
+            .check_replicas(devices.len())
+            .map_err(|message| Error::CallOperands { message: format!("`{}`: {message}", collective.mnemonic()) })?;
         let local = self.inner.runtime.local_devices();
         let here: Vec<usize> = devices.iter().copied().filter(|device| local.contains(device)).collect();
         if here != [self.inner.index] {

@@ -721,6 +721,33 @@ impl Collective {
     pub const MNEMONICS: [&'static str; 5] =
         ["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "collective_permute"];
 
+    /// Checks the collective against a program of `replicas` replicas: every group member and
+    /// every pair's source and target is a replica id below `replicas`, and the groups name
+    /// every replica (XLA needs each replica in exactly one group). The error says what is
+    /// wrong.
+    pub fn check_replicas(&self, replicas: usize) -> Result<(), String> {
+        let count = i64::try_from(replicas).unwrap_or(i64::MAX);
+        let out_of_range = |id: i64| !(0..count).contains(&id);
+        match self {
+            Collective::CollectivePermute { pairs } => {
+                if let Some(&(source, target)) = pairs.iter().find(|&&(s, t)| out_of_range(s) || out_of_range(t)) {
+                    return Err(format!("pair ({source}, {target}) names a replica outside 0..{replicas}"));
+                }
+            }
+            _ => {
+                let groups = self.groups().unwrap_or(&[]);
+                if let Some(&id) = groups.iter().flatten().find(|&&id| out_of_range(id)) {
+                    return Err(format!("replica {id} of the groups is outside 0..{replicas}"));
+                }
+                let named = groups.iter().map(Vec::len).sum::<usize>();
+                if named != replicas {
+                    return Err(format!("the groups {groups:?} name {named} replicas of {replicas}"));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// The replica groups (none for `collective_permute`).
     pub fn groups(&self) -> Option<&[Vec<i64>]> {
         match self {

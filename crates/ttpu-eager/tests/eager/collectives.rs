@@ -44,6 +44,22 @@ fn a_collective_program_joins_the_devices_values() {
     .unwrap();
     assert_eq!(gathered[2].dims(), [16]);
     assert_eq!(&gathered[2].to_vec::<f32>().unwrap()[12..], [4.0, 8.0, 12.0, 16.0]);
+    // Groups and pairs that do not fit the replicas are refused before XLA sees them.
+    let wide = Collective::AllReduce { kind: ReduceKind::Sum, groups: vec![vec![0, 5]] };
+    assert_eq!(
+        Tensor::collective(&refs[..2], &wide, &[0, 1]).unwrap_err().to_string(),
+        "call: `all_reduce`: replica 5 of the groups is outside 0..2"
+    );
+    let part = Collective::AllReduce { kind: ReduceKind::Sum, groups: vec![vec![0, 1]] };
+    assert_eq!(
+        Tensor::collective(&refs, &part, &[0, 1, 2, 3]).unwrap_err().to_string(),
+        "call: `all_reduce`: the groups [[0, 1]] name 2 replicas of 4"
+    );
+    let far = Collective::CollectivePermute { pairs: vec![(0, 9)] };
+    assert_eq!(
+        Tensor::collective(&refs[..2], &far, &[0, 1]).unwrap_err().to_string(),
+        "call: `collective_permute`: pair (0, 9) names a replica outside 0..2"
+    );
     // Operands that do not match the replicas are refused by name.
     let error =
         Tensor::collective(&refs[..2], &Collective::AllReduce { kind: ReduceKind::Sum, groups: halves }, &[0, 1, 2, 3])
@@ -63,6 +79,10 @@ fn a_collective_recorded_into_a_program_runs_with_it() {
     let y = x.mul_scalar(2.0f32).unwrap().collective_in_program(&one, &[2]).unwrap().add_scalar(1.0f32).unwrap();
     assert!(y.is_pending());
     assert_eq!(y.to_vec::<f32>().unwrap(), [4.0, -3.0]);
+    // Groups over more replicas than the program has are refused when recorded, not at its run.
+    let error =
+        x.collective_in_program(&Collective::AllReduce { kind: ReduceKind::Sum, groups: vec![vec![0, 1]] }, &[2]);
+    assert_eq!(error.unwrap_err().to_string(), "call: `all_reduce`: replica 1 of the groups is outside 0..1");
     // A program runs as this process's one replica; another device of the process cannot join it.
     let two = Collective::AllReduce { kind: ReduceKind::Sum, groups: vec![vec![0, 1]] };
     let error = x.collective_in_program(&two, &[2, 3]).unwrap_err();
