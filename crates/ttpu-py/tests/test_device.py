@@ -344,12 +344,14 @@ def test_edge_cases_the_operator_sweep_found():
 
 
 def test_an_unsupported_call_in_the_backward_pass_is_raised_at_the_next_call():
-    # `_pdist_backward` has no decomposition; raising inside PyTorch's C++ backward node on the
-    # device's thread would abort the process, so the error waits for the next call.
+    # `_segment_reduce_backward` has no decomposition; raising inside PyTorch's C++ backward node
+    # on the device's thread would abort the process, so the error waits for the next call.
     a = torch.randn(4, 3, device="ttpu", requires_grad=True)
-    F.pdist(a).sum().backward()
+    torch.segment_reduce(a, "sum", lengths=torch.tensor([1, 3], device="ttpu")).sum().backward()
     assert a.grad is not None and a.grad.shape == a.shape
-    with pytest.raises(NotImplementedError, match=r"`aten._pdist_backward.default` is not supported.*inside the backward pass"):
+    with pytest.raises(
+        NotImplementedError, match=r"`aten._segment_reduce_backward.default` is not supported.*inside the backward pass"
+    ):
         a.grad.cpu()
     # Raised once: the device goes on.
     assert (torch.ones(2, device="ttpu") * 2).tolist() == [2.0, 2.0]
@@ -422,7 +424,7 @@ def test_gradients_whose_backward_overload_the_device_lacks(name):
 @pytest.mark.parametrize(
     "name",
     ["max_pool3d", "adaptive_max_pool2d", "adaptive_max_pool3d", "fractional_max_pool2d", "fractional_max_pool3d",
-     "avg_pool3d", "adaptive_avg_pool3d", "masked_scatter", "cdist", "cdist_p1"],
+     "avg_pool3d", "adaptive_avg_pool3d", "masked_scatter", "cdist", "cdist_p1", "pdist", "pdist_p3"],
 )
 def test_backward_overloads_of_pooling_and_masked_scatter(name):
     # Their backward overloads are table entries (routed by the forward's indices, spread over the
@@ -446,6 +448,8 @@ def test_backward_overloads_of_pooling_and_masked_scatter(name):
         "masked_scatter": (lambda x, s: x.masked_scatter(mask.to(x.device), s), [(3, 4), (9,)]),
         "cdist": (lambda x, y: torch.cdist(x, y), [(2, 3, 4), (2, 5, 4)]),
         "cdist_p1": (lambda x, y: torch.cdist(x, y, p=1.0), [(3, 4), (5, 4)]),
+        "pdist": (lambda x: F.pdist(x), [(5, 4)]),
+        "pdist_p3": (lambda x: F.pdist(x, p=3.0), [(6, 3)]),
     }
     fn, shapes = cases[name]
     generator = torch.Generator().manual_seed(0)

@@ -275,6 +275,7 @@ pub static TABLE: &[OpDef] = &[
     def("aten._cdist_forward.default", "x1, x2, p, compute_mode", nn::cdist),
     def("aten._cdist_backward.default", "grad, x1, x2, p, cdist", nn::cdist_backward),
     def("aten._pdist_forward.default", "self, p", nn::pdist),
+    def("aten._pdist_backward.default", "grad, self, p, pdist", nn::pdist_backward),
     def(
         "aten.convolution.default",
         "input, weight, bias, stride, padding, dilation, transposed, output_padding, groups",

@@ -941,10 +941,7 @@ fn pairwise_differences(cx: &mut Cx<'_>, mut x1: ValueId, mut x2: ValueId, p: f6
 }
 
 /// `_cdist_backward(grad, x1, x2, p, cdist)`: the gradient of `x1` (over the broadcast batch),
-/// PyTorch's per-pair terms summed over the rows of `x2`: 0 for `p = 0`; `grad * sign(diff)` for
-/// `p = 1`; `grad * sign(diff) * (|diff| == dist)` for `p = inf`; otherwise
-/// `diff * |diff|^(p-2) * grad / dist^(p-1)` (`grad * diff / dist` at 2, `sign(diff) *
-/// |diff|^(p-1) * ...` below 2), 0 where the distance is 0 and, below 1, where `diff` is.
+/// PyTorch's per-pair terms (`pair_gradient_terms`) summed over the rows of `x2`.
 pub(super) fn cdist_backward(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let (grad, x1, x2, dist) = (args.tensor("grad")?, args.tensor("x1")?, args.tensor("x2")?, args.tensor("cdist")?);
     let p = args.scalar("p")?.as_f64();
@@ -960,12 +957,26 @@ pub(super) fn cdist_backward(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let compute = cx.dtype(diff);
     let spread: Vec<i64> = (0..rank as i64 - 1).collect();
     let (g, d) = (cx.convert(grad, compute)?, cx.convert(dist, compute)?);
-    let (g, d) = (cx.broadcast_in_dim(g, &spread, cube.clone())?, cx.broadcast_in_dim(d, &spread, cube.clone())?);
+    let (g, d) = (cx.broadcast_in_dim(g, &spread, cube.clone())?, cx.broadcast_in_dim(d, &spread, cube)?);
+    let term = pair_gradient_terms(cx, diff, g, d, p)?;
+    let summed = cx.reduce(term, ReduceKind::Sum, &[rank - 2])?;
+    tensor(cx.convert(summed, dtype)?)
+}
+
+/// PyTorch's gradient term of one pair of rows for `x1`'s row, elementwise over the pair's
+/// difference `diff` (in op math), with the pair's incoming gradient `g` and distance `d`
+/// broadcast to it: 0 for `p = 0`; `g * sign(diff)` for `p = 1`; `g * sign(diff) * (|diff| ==
+/// d)` for `p = inf`; otherwise `diff * |diff|^(p-2) * g / d^(p-1)` (`g * diff / d` at 2,
+/// `sign(diff) * |diff|^(p-1) * ...` below 2), 0 where the distance is 0 and, below 1, where
+/// `diff` is. Shared by `_cdist_backward` and `_pdist_backward`, as PyTorch's kernels share it.
+fn pair_gradient_terms(cx: &mut Cx<'_>, diff: ValueId, g: ValueId, d: ValueId, p: f64) -> Result<ValueId> {
+    let compute = cx.dtype(diff);
+    let cube = cx.shape(diff);
     let zero = cx.splat(compute, Scalar::Int(0), &cube)?;
     let sign = cx.unary(UnaryOp::Sign, diff)?;
     let magnitude = cx.unary(UnaryOp::Abs, diff)?;
     let signed_grad = cx.binary(BinaryOp::Multiply, g, sign)?;
-    let term = if p == 0.0 {
+    Ok(if p == 0.0 {
         zero
     } else if p == 1.0 {
         signed_grad
@@ -992,9 +1003,7 @@ pub(super) fn cdist_backward(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
             vanishes = cx.binary(BinaryOp::Or, vanishes, flat)?;
         }
         cx.select(vanishes, zero, quotient)?
-    };
-    let summed = cx.reduce(term, ReduceKind::Sum, &[rank - 2])?;
-    tensor(cx.convert(summed, dtype)?)
+    })
 }
 
 /// `_pdist_forward(self, p)`: distances between every pair `i < j` of rows, row-major.
@@ -1025,6 +1034,65 @@ pub(super) fn pdist(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
     let diff = cx.binary(BinaryOp::Subtract, sides[0], sides[1])?;
     let distance = p_norm_last(cx, diff, p)?;
     tensor(cx.convert(distance, dtype)?)
+}
+
+/// `_pdist_backward(grad, self, p, pdist)`: the gradient of `self`'s rows from the gradient of
+/// every pair `i < j` (row-major, as `_pdist_forward` lists them). Row `i` gets the pair term of
+/// `x_i - x_j` for every other row `j` (`pair_gradient_terms`, odd in the difference, so pair
+/// `(j, i)` contributes to `x_i` what PyTorch's kernel subtracts); the pairs are spread over a
+/// square of rows, the diagonal left out.
+pub(super) fn pdist_backward(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let (grad, x, dist) = (args.tensor("grad")?, args.tensor("self")?, args.tensor("pdist")?);
+    let p = args.scalar("p")?.as_f64();
+    let dtype = cx.dtype(x);
+    if !dtype.is_float() || cx.rank(x) != 2 || p.is_nan() || p < 0.0 {
+        return Err(cx.bad(format!("_pdist_backward needs a float matrix and p >= 0, found {}", cx.ty(x))));
+    }
+    let n = cx.static_dim(x, 0, "_pdist_backward")?;
+    cx.table(&[n, n], "_pdist_backward")?;
+    let pairs = n * (n - 1) / 2;
+    for (what, value) in [("grad", grad), ("pdist", dist)] {
+        if cx.shape(value).as_static().as_deref() != Some(&[pairs][..]) || cx.dtype(value) != dtype {
+            return Err(cx.bad(format!(
+                "{what} {} does not match the {pairs} distances of {}",
+                cx.ty(value),
+                cx.ty(x)
+            )));
+        }
+    }
+    if pairs == 0 {
+        return tensor(cx.splat_like(x, Scalar::Int(0))?);
+    }
+    // The pair of rows (i, j) and (j, i) is number i*(2n-i-1)/2 + (j-i-1) for i < j.
+    let index = |i: i64, j: i64| {
+        let (i, j) = (i.min(j), i.max(j));
+        i * (2 * n - i - 1) / 2 + (j - i - 1)
+    };
+    let table: Vec<Scalar> =
+        (0..n).flat_map(|i| (0..n).map(move |j| Scalar::Int(if i == j { 0 } else { index(i, j) }))).collect();
+    let table = cx.literal(Literal::from_scalars(DType::I64, &[n * n], &table).expect("one entry per pair of rows"));
+    let (diff, _) = pairwise_differences(cx, x, x, p)?;
+    let compute = cx.dtype(diff);
+    let cube = cx.shape(diff);
+    let square = Shape::from_static(&[n, n]);
+    let off_diagonal = {
+        let rows = super::index::iota(cx, &square, 0)?;
+        let cols = super::index::iota(cx, &square, 1)?;
+        cx.compare(CompareDirection::Ne, rows, cols)?
+    };
+    let zero = cx.splat(compute, Scalar::Int(0), &square)?;
+    let mut spread = Vec::with_capacity(2);
+    for value in [grad, dist] {
+        let value = cx.convert(value, compute)?;
+        let value = super::layout::gather_dim(cx, value, 0, table)?;
+        let value = cx.reshape(value, square.clone())?;
+        // The diagonal is no pair: no gradient and a zero distance, so its term vanishes.
+        let value = cx.select(off_diagonal, value, zero)?;
+        spread.push(cx.broadcast_in_dim(value, &[0, 1], cube.clone())?);
+    }
+    let term = pair_gradient_terms(cx, diff, spread[0], spread[1], p)?;
+    let summed = cx.reduce(term, ReduceKind::Sum, &[1])?;
+    tensor(cx.convert(summed, dtype)?)
 }
 
 /// Stride, padding, dilation, output padding, groups and direction of a convolution.
