@@ -465,6 +465,30 @@ def test_backward_overloads_of_pooling_and_masked_scatter(name):
         torch.testing.assert_close(have, want, rtol=1e-4, atol=1e-5)
 
 
+def test_weight_norm_trains_as_on_the_cpu():
+    # `_weight_norm_interface` and its backward are table entries: a convolution normalised over
+    # its last dim (as wav2vec2's positional convolution is) and a linear layer over its first.
+    def build():
+        torch.manual_seed(0)
+        conv = nn.utils.parametrizations.weight_norm(nn.Conv1d(4, 4, 3, padding=1, groups=2), name="weight", dim=2)
+        linear = nn.utils.parametrizations.weight_norm(nn.Linear(4, 3))
+        return nn.ModuleDict({"conv": conv, "linear": linear})
+
+    x = torch.randn(2, 4, 6, generator=torch.Generator().manual_seed(1))
+    got = {}
+    for device in ("cpu", "ttpu"):
+        model = build().to(device)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(2):
+            optimizer.zero_grad()
+            hidden = model["conv"](x.to(device))
+            model["linear"](hidden.transpose(1, 2)).square().mean().backward()
+            optimizer.step()
+        got[device] = {name: p.detach().cpu() for name, p in model.named_parameters()}
+    for name, want in got["cpu"].items():
+        torch.testing.assert_close(got["ttpu"][name], want, rtol=1e-5, atol=1e-6, msg=lambda m: f"{name}: {m}")
+
+
 def _scaled_training(device, optimizer):
     # A scale so large that the first steps' gradients overflow (skipped, the scale backs off),
     # then steps that count up to a growth.

@@ -447,3 +447,93 @@ pub(super) fn convolution_backward(cx: &mut Cx<'_>, args: &Args) -> Result<Impor
     }
     Ok(Imported::Tuple(results))
 }
+
+/// The pieces `_weight_norm_interface` and its backward share: the dims other than `dim`
+/// (reduced), the op math dtype, and the dtype PyTorch keeps the norms in (`f32` for `f16` and
+/// `bf16` weights, as its CPU and CUDA kernels do; the weights' dtype otherwise).
+fn weight_norm_dims(cx: &Cx<'_>, v: ValueId, g: ValueId, dim: i64, what: &str) -> Result<(Vec<usize>, DType, DType)> {
+    let (v_ty, g_ty) = (cx.ty(v), cx.ty(g));
+    if !v_ty.dtype.is_float() || !g_ty.dtype.is_float() || v_ty.rank() == 0 {
+        return Err(cx.bad(format!("{what} needs float weights, found {v_ty} and {g_ty}")));
+    }
+    let rank = v_ty.rank();
+    // PyTorch's kernels take the first or the last dim only, unwrapped (`_weight_norm` sends
+    // other dims, and -1 for the whole tensor, through `norm_except_dim` instead).
+    let dim = match usize::try_from(dim) {
+        Ok(dim) if dim == 0 || dim + 1 == rank => dim,
+        _ => return Err(cx.bad(format!("{what}: fused kernels can only be applied for first or last dim, not {dim}"))),
+    };
+    let reduced: Vec<usize> = (0..rank).filter(|&d| d != dim).collect();
+    let norm_dtype = if matches!(g_ty.dtype, DType::F16 | DType::BF16) { DType::F32 } else { g_ty.dtype };
+    Ok((reduced, opmath(v_ty.dtype), norm_dtype))
+}
+
+/// `_weight_norm_interface(v, g, dim)` → (w, norms): `norms` is the 2-norm of `v` over every dim
+/// but `dim` (kept as size 1; `|v|` for a 1-d `v`) and `w = v * g / norms`, computed in op math
+/// and rounded once as PyTorch's kernels do.
+pub(super) fn weight_norm(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let (v, g) = (args.tensor("v")?, args.tensor("g")?);
+    let dim = args.int_or("dim", 0)?;
+    let (reduced, compute, norm_dtype) = weight_norm_dims(cx, v, g, dim, "_weight_norm_interface")?;
+    let shape = cx.shape(v);
+    let vc = cx.convert(v, compute)?;
+    let norms = if reduced.is_empty() {
+        cx.unary(ttpu_ir::UnaryOp::Abs, vc)?
+    } else {
+        let squares = cx.binary(BinaryOp::Multiply, vc, vc)?;
+        let total = cx.reduce_keep(squares, ReduceKind::Sum, &reduced, true)?;
+        cx.unary(ttpu_ir::UnaryOp::Sqrt, total)?
+    };
+    let gc = cx.convert(g, compute)?;
+    let gc = cx.broadcast_to(gc, &cx.shape(norms))?;
+    let scale = cx.binary(BinaryOp::Divide, gc, norms)?;
+    let scale = cx.broadcast_to(scale, &shape)?;
+    let w = cx.binary(BinaryOp::Multiply, vc, scale)?;
+    let w = cx.convert(w, cx.dtype(v))?;
+    let norms = cx.convert(norms, norm_dtype)?;
+    Ok(Imported::Tuple(vec![Imported::Tensor(w), Imported::Tensor(norms)]))
+}
+
+/// `_weight_norm_interface_backward(grad_w, saved_v, saved_g, saved_norms, dim)` → (grad_v,
+/// grad_g), as PyTorch's kernels compute them in op math: `grad_g = sum(grad_w * v) / norms`
+/// over every dim but `dim`, `grad_v = (g / norms) * (grad_w - v * grad_g / norms)`.
+pub(super) fn weight_norm_backward(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let grad = args.tensor("grad_w")?;
+    let (v, g, norms) = (args.tensor("saved_v")?, args.tensor("saved_g")?, args.tensor("saved_norms")?);
+    let dim = args.int("dim")?;
+    let (reduced, compute, _) = weight_norm_dims(cx, v, g, dim, "_weight_norm_interface_backward")?;
+    let shape = cx.shape(v);
+    if cx.shape(grad) != shape {
+        return Err(cx.bad(format!("grad_w {} does not match the weights {}", cx.ty(grad), cx.ty(v))));
+    }
+    let keep = cx.shape(norms);
+    let kept: Vec<i64> = shape
+        .as_static()
+        .expect("static weights")
+        .iter()
+        .enumerate()
+        .map(|(d, &size)| if reduced.contains(&d) { 1 } else { size })
+        .collect();
+    if keep.as_static().as_deref() != Some(&kept[..]) || cx.shape(g).as_static().as_deref() != Some(&kept[..]) {
+        return Err(cx.bad(format!(
+            "saved_g {} and saved_norms {} must have the shape {kept:?}",
+            cx.ty(g),
+            cx.ty(norms)
+        )));
+    }
+    let (vc, gradc) = (cx.convert(v, compute)?, cx.convert(grad, compute)?);
+    let (gc, normc) = (cx.convert(g, compute)?, cx.convert(norms, compute)?);
+    let product = cx.binary(BinaryOp::Multiply, gradc, vc)?;
+    let sums = if reduced.is_empty() { product } else { cx.reduce_keep(product, ReduceKind::Sum, &reduced, true)? };
+    let grad_g = cx.binary(BinaryOp::Divide, sums, normc)?;
+    let ratio = cx.binary(BinaryOp::Divide, grad_g, normc)?;
+    let ratio = cx.broadcast_to(ratio, &shape)?;
+    let projected = cx.binary(BinaryOp::Multiply, vc, ratio)?;
+    let inside = cx.binary(BinaryOp::Subtract, gradc, projected)?;
+    let scale = cx.binary(BinaryOp::Divide, gc, normc)?;
+    let scale = cx.broadcast_to(scale, &shape)?;
+    let grad_v = cx.binary(BinaryOp::Multiply, scale, inside)?;
+    let grad_v = cx.convert(grad_v, cx.dtype(v))?;
+    let grad_g = cx.convert(grad_g, cx.dtype(g))?;
+    Ok(Imported::Tuple(vec![Imported::Tensor(grad_v), Imported::Tensor(grad_g)]))
+}

@@ -276,6 +276,12 @@ pub static TABLE: &[OpDef] = &[
     def("aten._cdist_backward.default", "grad, x1, x2, p, cdist", nn::cdist_backward),
     def("aten._pdist_forward.default", "self, p", nn::pdist),
     def("aten._pdist_backward.default", "grad, self, p, pdist", nn::pdist_backward),
+    def("aten._weight_norm_interface.default", "v, g, dim", backward::weight_norm),
+    def(
+        "aten._weight_norm_interface_backward.default",
+        "grad_w, saved_v, saved_g, saved_norms, dim",
+        backward::weight_norm_backward,
+    ),
     def(
         "aten.convolution.default",
         "input, weight, bias, stride, padding, dilation, transposed, output_padding, groups",
