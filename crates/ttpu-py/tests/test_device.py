@@ -424,13 +424,15 @@ def test_gradients_whose_backward_overload_the_device_lacks(name):
 @pytest.mark.parametrize(
     "name",
     ["max_pool3d", "adaptive_max_pool2d", "adaptive_max_pool3d", "fractional_max_pool2d", "fractional_max_pool3d",
-     "avg_pool3d", "adaptive_avg_pool3d", "masked_scatter", "cdist", "cdist_p1", "pdist", "pdist_p3"],
+     "avg_pool3d", "adaptive_avg_pool3d", "masked_scatter", "cdist", "cdist_p1", "pdist", "pdist_p3",
+     "embedding_bag_sum", "embedding_bag_mean", "embedding_bag_max", "embedding_bag_weighted"],
 )
 def test_backward_overloads_of_pooling_and_masked_scatter(name):
     # Their backward overloads are table entries (routed by the forward's indices, spread over the
     # windows, scattered to the masked positions), compared with the CPU's gradients.
     mask = torch.tensor([[True, False, True, True], [False, False, True, False], [True, True, False, True]])
     samples = torch.rand(2, 3, 3, generator=torch.Generator().manual_seed(2))
+    bag_ids, bag_starts = torch.tensor([1, 3, 3, 7, 1, 9, 0, 3]), torch.tensor([0, 2, 2, 5])  # bag 1 is empty
     cases = {
         "max_pool3d": (lambda x: F.max_pool3d(x, 2, 1, padding=1), [(2, 3, 4, 5, 5)]),
         "adaptive_max_pool2d": (lambda x: F.adaptive_max_pool2d(x, (3, 2)), [(2, 3, 7, 5)]),
@@ -450,6 +452,22 @@ def test_backward_overloads_of_pooling_and_masked_scatter(name):
         "cdist_p1": (lambda x, y: torch.cdist(x, y, p=1.0), [(3, 4), (5, 4)]),
         "pdist": (lambda x: F.pdist(x), [(5, 4)]),
         "pdist_p3": (lambda x: F.pdist(x, p=3.0), [(6, 3)]),
+        "embedding_bag_sum": (
+            lambda w: F.embedding_bag(bag_ids.to(w.device), w, bag_starts.to(w.device), mode="sum"), [(10, 3)]
+        ),
+        "embedding_bag_mean": (
+            lambda w: F.embedding_bag(bag_ids.to(w.device), w, bag_starts.to(w.device), mode="mean", padding_idx=3),
+            [(10, 3)],
+        ),
+        "embedding_bag_max": (
+            lambda w: F.embedding_bag(bag_ids.to(w.device), w, bag_starts.to(w.device), mode="max"), [(10, 3)]
+        ),
+        "embedding_bag_weighted": (
+            lambda w, s: F.embedding_bag(
+                bag_ids.to(w.device), w, bag_starts.to(w.device), mode="sum", per_sample_weights=s
+            ),
+            [(10, 3), (8,)],
+        ),
     }
     fn, shapes = cases[name]
     generator = torch.Generator().manual_seed(0)

@@ -33,14 +33,31 @@ pub(super) fn embedding_dense_backward(cx: &mut Cx<'_>, args: &Args) -> Result<I
         return Err(cx.bad(format!("grad_output {} does not match indices {}", cx.ty(grad), cx.ty(indices))));
     }
     let dtype = cx.dtype(grad);
-    let mut grad = cx.reshape(grad, Shape::from_static(&[count, width]))?;
+    let grad = cx.reshape(grad, Shape::from_static(&[count, width]))?;
     let indices = cx.reshape(indices, Shape::from_static(&[count]))?;
     let indices = cx.convert(indices, DType::I64)?;
+    tensor(add_rows_at(cx, grad, indices, rows, scale, padding_idx, dtype)?)
+}
+
+/// A `[rows, width]` gradient of `dtype` with each row of `grad` (`[count, width]`) added at the
+/// row its index names: divided first by how often its index occurs under `scale` (PyTorch's
+/// `scale_grad_by_freq`), and nothing from indices equal to `padding_idx`.
+fn add_rows_at(
+    cx: &mut Cx<'_>,
+    mut grad: ValueId,
+    indices: ValueId,
+    rows: i64,
+    scale: bool,
+    padding_idx: i64,
+    dtype: DType,
+) -> Result<ValueId> {
+    let (count, wide) = (cx.static_dim(indices, 0, "embedding backward")?, cx.shape(grad));
+    let width = cx.static_dim(grad, 1, "embedding backward")?;
+    let compute = cx.dtype(grad);
     let points = cx.reshape(indices, Shape::from_static(&[count, 1]))?;
-    let wide = Shape::from_static(&[count, width]);
     if scale {
-        let zeros = cx.splat(dtype, Scalar::Int(0), &Shape::from_static(&[rows]))?;
-        let ones = cx.splat(dtype, Scalar::Int(1), &Shape::from_static(&[count]))?;
+        let zeros = cx.splat(compute, Scalar::Int(0), &Shape::from_static(&[rows]))?;
+        let ones = cx.splat(compute, Scalar::Int(1), &Shape::from_static(&[count]))?;
         let frequency = scatter_points(cx, zeros, points, ones, ScatterKind::Combine(ReduceKind::Sum))?;
         let per_row = super::layout::gather_dim(cx, frequency, 0, indices)?;
         let per_row = cx.broadcast_in_dim(per_row, &[0], wide.clone())?;
@@ -50,11 +67,12 @@ pub(super) fn embedding_dense_backward(cx: &mut Cx<'_>, args: &Args) -> Result<I
         let padding = cx.splat(DType::I64, Scalar::Int(padding_idx), &Shape::from_static(&[count]))?;
         let real = cx.compare(CompareDirection::Ne, indices, padding)?;
         let real = cx.broadcast_in_dim(real, &[0], wide.clone())?;
-        let zeros = cx.splat(dtype, Scalar::Int(0), &wide)?;
+        let zeros = cx.splat(compute, Scalar::Int(0), &wide)?;
         grad = cx.select(real, grad, zeros)?;
     }
-    let zeros = cx.splat(dtype, Scalar::Int(0), &Shape::from_static(&[rows, width]))?;
-    tensor(scatter_points(cx, zeros, points, grad, ScatterKind::Combine(ReduceKind::Sum))?)
+    let zeros = cx.splat(compute, Scalar::Int(0), &Shape::from_static(&[rows, width]))?;
+    let summed = scatter_points(cx, zeros, points, grad, ScatterKind::Combine(ReduceKind::Sum))?;
+    cx.convert(summed, dtype)
 }
 
 /// The backward overloads of the max poolings that return indices (`max_pool{2,3}d_with_indices`,
@@ -536,4 +554,143 @@ pub(super) fn weight_norm_backward(cx: &mut Cx<'_>, args: &Args) -> Result<Impor
     let grad_v = cx.convert(grad_v, cx.dtype(v))?;
     let grad_g = cx.convert(grad_g, cx.dtype(g))?;
     Ok(Imported::Tuple(vec![Imported::Tensor(grad_v), Imported::Tensor(grad_g)]))
+}
+
+/// `_embedding_bag_backward(grad, indices, offsets, offset2bag, bag_size, maximum_indices,
+/// num_weights, scale_grad_by_freq, mode, sparse, per_sample_weights, padding_idx)` and
+/// `_embedding_bag_dense_backward` (the same without `offsets` and `sparse`): the dense gradient
+/// of the weight. Sum and mean: each member's row gets its bag's gradient (divided by the bag's
+/// size for mean, times its per-sample weight, divided by its index's frequency under
+/// `scale_grad_by_freq`; members at `padding_idx` give nothing). Max: each bag's gradient goes to
+/// the row its maximum came from, per feature; empty bags give nothing. An empty `offset2bag`
+/// (PyTorch's CPU forward leaves it so for sums) is made from `offsets`, as PyTorch's backward
+/// makes it. Sparse gradients are refused.
+pub(super) fn embedding_bag_backward(cx: &mut Cx<'_>, args: &Args, dense_only: bool) -> Result<Imported> {
+    let grad = args.tensor("grad")?;
+    let indices = args.tensor("indices")?;
+    let offset2bag = args.tensor("offset2bag")?;
+    let bag_size = args.tensor("bag_size")?;
+    let maximum_indices = args.tensor("maximum_indices")?;
+    let rows = args.int("num_weights")?;
+    let scale = args.bool_or("scale_grad_by_freq", false)?;
+    let mode = args.int("mode")?;
+    let per_sample = args.opt_tensor("per_sample_weights")?;
+    let padding_idx = args.int_or("padding_idx", -1)?;
+    let name = if dense_only { "_embedding_bag_dense_backward" } else { "_embedding_bag_backward" };
+    if !dense_only && args.bool_or("sparse", false)? {
+        return Err(cx.bad("sparse gradients of embedding_bag are not supported on the ttpu device (sparse=False is)"));
+    }
+    let [bags, width] = cx.static_dims(grad, name)?[..] else {
+        return Err(cx.bad(format!("{name}: grad must be a matrix, found {}", cx.ty(grad))));
+    };
+    if cx.rank(indices) != 1 || !(0..=2).contains(&mode) || rows < 0 {
+        return Err(cx.bad(format!("{name}: indices {} and mode {mode} cannot be bagged", cx.ty(indices))));
+    }
+    let count = cx.static_dim(indices, 0, name)?;
+    cx.table(&[bags.max(1), count.max(1)], name)?;
+    let dtype = cx.dtype(grad);
+    let compute = opmath(dtype);
+    let gradc = cx.convert(grad, compute)?;
+    let zeros = cx.splat(compute, Scalar::Int(0), &Shape::from_static(&[rows, width]))?;
+    if mode == 2 {
+        // Each feature of each non-empty bag to the row its maximum came from.
+        if cx.static_dims(maximum_indices, name)?[..] != [bags, width] {
+            return Err(cx.bad(format!("{name}: maximum_indices {} must be [{bags}, {width}]", cx.ty(maximum_indices))));
+        }
+        let sizes = cx.convert(bag_size, DType::I64)?;
+        let none = cx.splat(DType::I64, Scalar::Int(0), &Shape::from_static(&[bags]))?;
+        let filled = cx.compare(CompareDirection::Gt, sizes, none)?;
+        let filled = cx.broadcast_in_dim(filled, &[0], Shape::from_static(&[bags, width]))?;
+        let nothing = cx.splat(compute, Scalar::Int(0), &Shape::from_static(&[bags, width]))?;
+        let routed = cx.select(filled, gradc, nothing)?;
+        let row = cx.convert(maximum_indices, DType::I64)?;
+        let plane = Shape::from_static(&[bags, width]);
+        let column = iota(cx, &plane, 1)?;
+        let points = stack_last(cx, &[row, column])?;
+        let points = cx.reshape(points, Shape::from_static(&[bags * width, 2]))?;
+        let routed = cx.reshape(routed, Shape::from_static(&[bags * width]))?;
+        let summed = scatter_points(cx, zeros, points, routed, ScatterKind::Combine(ReduceKind::Sum))?;
+        return tensor(cx.convert(summed, dtype)?);
+    }
+    let indices = cx.convert(indices, DType::I64)?;
+    let offsets = if dense_only { None } else { Some(args.tensor("offsets")?) };
+    let bag_of = bag_of_each_index(cx, offset2bag, offsets, count, name)?;
+    let wide = Shape::from_static(&[count, width]);
+    let mut member = super::layout::gather_dim(cx, gradc, 0, bag_of)?;
+    if mode == 1 {
+        let sizes = cx.convert(bag_size, compute)?;
+        let sizes = super::layout::gather_dim(cx, sizes, 0, bag_of)?;
+        let sizes = cx.broadcast_in_dim(sizes, &[0], wide.clone())?;
+        member = cx.binary(BinaryOp::Divide, member, sizes)?;
+    }
+    if let Some(per_sample) = per_sample {
+        let per_sample = cx.convert(per_sample, compute)?;
+        let per_sample = cx.broadcast_in_dim(per_sample, &[0], wide.clone())?;
+        member = cx.binary(BinaryOp::Multiply, member, per_sample)?;
+    }
+    tensor(add_rows_at(cx, member, indices, rows, scale, padding_idx, dtype)?)
+}
+
+/// The bag of each of `count` indices: `offset2bag` as the forward gave it, or, where PyTorch's
+/// forward left it empty (a sum's fast path), counted from `offsets` as PyTorch's backward counts
+/// it: the number of bags starting at or before the index, less one.
+fn bag_of_each_index(
+    cx: &mut Cx<'_>,
+    offset2bag: ValueId,
+    offsets: Option<ValueId>,
+    count: i64,
+    name: &str,
+) -> Result<ValueId> {
+    if cx.rank(offset2bag) == 1 && cx.static_dim(offset2bag, 0, name)? == count {
+        return cx.convert(offset2bag, DType::I64);
+    }
+    let Some(offsets) = offsets.filter(|&offsets| cx.rank(offsets) == 1) else {
+        return Err(cx.bad(format!("{name}: offset2bag {} must have one bag per index", cx.ty(offset2bag))));
+    };
+    let offsets = cx.convert(offsets, DType::I64)?;
+    let given = cx.static_dim(offsets, 0, name)?;
+    cx.table(&[count.max(1), given.max(1)], name)?;
+    let grid = Shape::from_static(&[count, given]);
+    let position = iota(cx, &grid, 0)?;
+    let starts = cx.broadcast_in_dim(offsets, &[1], grid)?;
+    let started = cx.compare(CompareDirection::Le, starts, position)?;
+    let started = cx.convert(started, DType::I64)?;
+    let started = cx.reduce(started, ReduceKind::Sum, &[1])?;
+    cx.binary_scalar(BinaryOp::Subtract, started, Scalar::Int(1))
+}
+
+/// `_embedding_bag_per_sample_weights_backward(grad, weight, indices, offsets, offset2bag, mode,
+/// padding_idx)`: the gradient of each per-sample weight, the dot product of its bag's gradient
+/// with the weight row it scaled (0 at `padding_idx`). Only sums take per-sample weights.
+pub(super) fn embedding_bag_per_sample_weights_backward(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
+    let name = "_embedding_bag_per_sample_weights_backward";
+    let (grad, weight, indices) = (args.tensor("grad")?, args.tensor("weight")?, args.tensor("indices")?);
+    let (offsets, offset2bag) = (args.tensor("offsets")?, args.tensor("offset2bag")?);
+    let mode = args.int("mode")?;
+    let padding_idx = args.int_or("padding_idx", -1)?;
+    if mode != 0 {
+        return Err(cx.bad(format!("{name}: per-sample weights need mode sum, not mode {mode}")));
+    }
+    let width = cx.static_dim(grad, 1, name)?;
+    if cx.rank(grad) != 2 || cx.rank(weight) != 2 || cx.rank(indices) != 1 || cx.static_dim(weight, 1, name)? != width {
+        return Err(cx.bad(format!("{name}: grad {} and weight {} do not fit", cx.ty(grad), cx.ty(weight))));
+    }
+    let count = cx.static_dim(indices, 0, name)?;
+    let dtype = cx.dtype(grad);
+    let compute = opmath(dtype);
+    let indices = cx.convert(indices, DType::I64)?;
+    let bag_of = bag_of_each_index(cx, offset2bag, Some(offsets), count, name)?;
+    let gradc = cx.convert(grad, compute)?;
+    let grads = super::layout::gather_dim(cx, gradc, 0, bag_of)?;
+    let weightc = cx.convert(weight, compute)?;
+    let rows = super::layout::gather_dim(cx, weightc, 0, indices)?;
+    let products = cx.binary(BinaryOp::Multiply, grads, rows)?;
+    let mut dots = cx.reduce(products, ReduceKind::Sum, &[1])?;
+    if padding_idx >= 0 {
+        let padding = cx.splat(DType::I64, Scalar::Int(padding_idx), &Shape::from_static(&[count]))?;
+        let real = cx.compare(CompareDirection::Ne, indices, padding)?;
+        let nothing = cx.splat(compute, Scalar::Int(0), &Shape::from_static(&[count]))?;
+        dots = cx.select(real, dots, nothing)?;
+    }
+    tensor(cx.convert(dots, dtype)?)
 }

@@ -364,6 +364,23 @@ pub static TABLE: &[OpDef] = &[
     def("aten.adaptive_max_pool2d.default", "self, output_size", pool::adaptive_max_pool),
     // ---- gradients ----
     def(
+        "aten._embedding_bag_backward.default",
+        "grad, indices, offsets, offset2bag, bag_size, maximum_indices, num_weights, scale_grad_by_freq, mode, sparse, \
+         per_sample_weights, padding_idx",
+        |cx, a| backward::embedding_bag_backward(cx, a, false),
+    ),
+    def(
+        "aten._embedding_bag_dense_backward.default",
+        "grad, indices, offset2bag, bag_size, maximum_indices, num_weights, scale_grad_by_freq, mode, \
+         per_sample_weights, padding_idx",
+        |cx, a| backward::embedding_bag_backward(cx, a, true),
+    ),
+    def(
+        "aten._embedding_bag_per_sample_weights_backward.default",
+        "grad, weight, indices, offsets, offset2bag, mode, padding_idx",
+        backward::embedding_bag_per_sample_weights_backward,
+    ),
+    def(
         "aten.embedding_dense_backward.default",
         "grad_output, indices, num_weights, padding_idx, scale_grad_by_freq",
         backward::embedding_dense_backward,

@@ -714,6 +714,22 @@ pub(super) fn embedding_bag(cx: &mut Cx<'_>, args: &Args) -> Result<Imported> {
         }
     };
     let output = cx.convert(output, dtype)?;
+    // The other results are PyTorch's CPU kernel's, which its backward reads: a sum leaves the
+    // bag of each index uncomputed (empty) on its fast path (no padding index, a float, half or
+    // bfloat16 table), and reports zero bag sizes and maximum positions, one per bag; a mean
+    // reports its bag sizes in both.
+    let per_bag = Shape::from_static(&[bags]);
+    let (offset2bag, bag_size, max_indices) = match mode {
+        0 => {
+            let fast = padding_idx < 0 && matches!(dtype, DType::F32 | DType::F16 | DType::BF16);
+            let offset2bag =
+                if fast { cx.splat(DType::I64, Scalar::Int(0), &Shape::from_static(&[0]))? } else { offset2bag };
+            let zeros = cx.splat(DType::I64, Scalar::Int(0), &per_bag)?;
+            (offset2bag, zeros, zeros)
+        }
+        1 => (offset2bag, bag_size, bag_size),
+        _ => (offset2bag, bag_size, max_indices),
+    };
     Ok(Imported::Tuple(vec![
         Imported::Tensor(output),
         Imported::Tensor(offset2bag),
