@@ -425,7 +425,8 @@ def test_gradients_whose_backward_overload_the_device_lacks(name):
     "name",
     ["max_pool3d", "adaptive_max_pool2d", "adaptive_max_pool3d", "fractional_max_pool2d", "fractional_max_pool3d",
      "avg_pool3d", "adaptive_avg_pool3d", "masked_scatter", "cdist", "cdist_p1", "pdist", "pdist_p3",
-     "embedding_bag_sum", "embedding_bag_mean", "embedding_bag_max", "embedding_bag_weighted"],
+     "embedding_bag_sum", "embedding_bag_mean", "embedding_bag_max", "embedding_bag_weighted",
+     "antialiased_bilinear", "antialiased_bicubic"],
 )
 def test_backward_overloads_of_pooling_and_masked_scatter(name):
     # Their backward overloads are table entries (routed by the forward's indices, spread over the
@@ -461,6 +462,12 @@ def test_backward_overloads_of_pooling_and_masked_scatter(name):
         ),
         "embedding_bag_max": (
             lambda w: F.embedding_bag(bag_ids.to(w.device), w, bag_starts.to(w.device), mode="max"), [(10, 3)]
+        ),
+        "antialiased_bilinear": (
+            lambda x: F.interpolate(x, size=(3, 4), mode="bilinear", antialias=True), [(2, 3, 7, 9)]
+        ),
+        "antialiased_bicubic": (
+            lambda x: F.interpolate(x, scale_factor=1.5, mode="bicubic", antialias=True), [(1, 2, 5, 6)]
         ),
         "embedding_bag_weighted": (
             lambda w, s: F.embedding_bag(

@@ -1284,6 +1284,16 @@ pub static TABLE: &[OpDef] = &[
     def("aten._upsample_bicubic2d_aa.vec", "input, output_size, align_corners, scale_factors", |cx, a| {
         resample::upsample_aa(cx, a, resample::Filter::Cubic)
     }),
+    def(
+        "aten._upsample_bilinear2d_aa_backward.default",
+        "grad_output, output_size, input_size, align_corners, scales_h, scales_w",
+        |cx, a| resample::upsample_aa_backward(cx, a, resample::Filter::Linear),
+    ),
+    def(
+        "aten._upsample_bicubic2d_aa_backward.default",
+        "grad_output, output_size, input_size, align_corners, scales_h, scales_w",
+        |cx, a| resample::upsample_aa_backward(cx, a, resample::Filter::Cubic),
+    ),
 ];
 
 /// The generator key of the `draw`-th random draw from `seed` (see `random.rs`).

@@ -232,6 +232,33 @@ fn axis_weights<T: Real>(
     Ok(axis)
 }
 
+/// The weights of resampling a dim of `input` to `output` as PyTorch keeps them: `f32` for float
+/// tensors of 32 bits or fewer, `f64` for double and `uint8` ones.
+#[allow(clippy::too_many_arguments)]
+fn axis_of(
+    cx: &Cx<'_>,
+    dtype: DType,
+    input: i64,
+    output: i64,
+    filter: Filter,
+    antialias: bool,
+    align_corners: bool,
+    scale: Option<f64>,
+) -> Result<Axis<f64>> {
+    Ok(match dtype {
+        DType::F32 | DType::F16 | DType::BF16 => {
+            let scale = pixel_scale::<f32>(input, output, align_corners, scale);
+            let axis = axis_weights::<f32>(cx, input, output, scale, filter, antialias, align_corners)?;
+            let weights = axis.weights.iter().map(|&w| f64::from(w)).collect();
+            Axis { starts: axis.starts, sizes: axis.sizes, weights, taps: axis.taps, largest: f64::from(axis.largest) }
+        }
+        _ => {
+            let scale = pixel_scale::<f64>(input, output, align_corners, scale);
+            axis_weights::<f64>(cx, input, output, scale, filter, antialias, align_corners)?
+        }
+    })
+}
+
 /// One pass over `dim` of `x` (float or `uint8`) from `input` to `output` positions.
 #[allow(clippy::too_many_arguments)]
 fn resample_dim(
@@ -246,38 +273,16 @@ fn resample_dim(
 ) -> Result<ValueId> {
     let input = cx.static_dim(x, dim, "resampling")?;
     let dtype = cx.dtype(x);
-    // Weights as PyTorch keeps them: f64 for double and uint8 inputs, f32 otherwise.
-    let (axis, fixed): (Axis<f64>, Option<u32>) = match dtype {
-        DType::F32 | DType::F16 | DType::BF16 => {
-            let scale = pixel_scale::<f32>(input, output, align_corners, scale);
-            let axis = axis_weights::<f32>(cx, input, output, scale, filter, antialias, align_corners)?;
-            let weights = axis.weights.iter().map(|&w| f64::from(w)).collect();
-            (
-                Axis {
-                    starts: axis.starts,
-                    sizes: axis.sizes,
-                    weights,
-                    taps: axis.taps,
-                    largest: f64::from(axis.largest),
-                },
-                None,
-            )
+    let axis = axis_of(cx, dtype, input, output, filter, antialias, align_corners, scale)?;
+    // `_compute_index_ranges_int16_weights` for `uint8`: the most bits (at most 22) that keep the
+    // largest weight, doubled, inside int16.
+    let fixed: Option<u32> = (dtype == DType::U8).then(|| {
+        let mut precision = 0u32;
+        while precision < 22 && ((0.5 + axis.largest * f64::from(1u32 << (precision + 1))) as i64) < (1 << 15) {
+            precision += 1;
         }
-        _ => {
-            let scale = pixel_scale::<f64>(input, output, align_corners, scale);
-            let axis = axis_weights::<f64>(cx, input, output, scale, filter, antialias, align_corners)?;
-            // `_compute_index_ranges_int16_weights`: the most bits (at most 22) that keep the
-            // largest weight, doubled, inside int16.
-            let precision = (dtype == DType::U8).then(|| {
-                let mut precision = 0u32;
-                while precision < 22 && ((0.5 + axis.largest * f64::from(1u32 << (precision + 1))) as i64) < (1 << 15) {
-                    precision += 1;
-                }
-                precision
-            });
-            (axis, precision)
-        }
-    };
+        precision
+    });
     let mut shape = cx.shape(x);
     shape.0[dim] = ttpu_ir::Dim::Static(output);
     let accumulate = match fixed {
@@ -399,4 +404,63 @@ pub(super) fn upsample_bilinear_u8(cx: &mut Cx<'_>, args: &Args, x: ValueId, siz
     let shape = Shape::from_static(&[sizes[0], sizes[1], output[0], output[1]]);
     let value = separable(cx, x, &output, scales.as_deref(), Filter::Linear, false, align_corners)?;
     Ok(Imported::Tensor(cx.reshape(value, shape)?))
+}
+
+/// `_upsample_bilinear2d_aa_backward` / `_upsample_bicubic2d_aa_backward(grad_output,
+/// output_size, input_size, align_corners, scales_h, scales_w)`: each output pixel's gradient
+/// spread back over the input pixels it weighed, with the forward's weights (the transpose of
+/// its separable resampling, a dense `[output, input]` matrix per resized dim).
+pub(super) fn upsample_aa_backward(cx: &mut Cx<'_>, args: &Args, filter: Filter) -> Result<Imported> {
+    let grad = args.tensor("grad_output")?;
+    let (output, input) = (args.ints("output_size")?, args.ints("input_size")?);
+    let align_corners = args.bool_or("align_corners", false)?;
+    let scales = [args.opt_scalar("scales_h")?, args.opt_scalar("scales_w")?];
+    let dtype = cx.dtype(grad);
+    let sizes = cx.static_dims(grad, "upsampling backward")?;
+    if !matches!(dtype, DType::F32 | DType::F64)
+        || output.len() != 2
+        || input.len() != 4
+        || sizes[..] != [input[0], input[1], output[0], output[1]]
+        || input.iter().any(|&size| size <= 0)
+    {
+        return Err(cx.bad(format!(
+            "grad_output {} does not fit output_size {output:?} of input_size {input:?} (float32 or float64)",
+            cx.ty(grad)
+        )));
+    }
+    let compute = opmath(dtype);
+    let mut value = cx.convert(grad, compute)?;
+    for index in 0..2 {
+        let dim = 2 + index;
+        if input[dim] == output[index] {
+            continue;
+        }
+        cx.table(&[output[index], input[dim]], "upsampling backward")?;
+        let scale = scales[index].map(|scale| scale.as_f64()).filter(|&scale| scale > 0.0);
+        let axis = axis_of(cx, dtype, input[dim], output[index], filter, true, align_corners, scale)?;
+        let mut matrix = vec![0.0f64; (output[index] * input[dim]) as usize];
+        for o in 0..output[index] as usize {
+            for k in 0..axis.sizes[o].min(axis.taps as i64) as usize {
+                let at = o * input[dim] as usize + (axis.starts[o] as usize + k);
+                matrix[at] += axis.weights[o * axis.taps + k];
+            }
+        }
+        let matrix: Vec<Scalar> = matrix.into_iter().map(Scalar::Float).collect();
+        let matrix =
+            Literal::from_scalars(compute, &[output[index], input[dim]], &matrix).expect("one weight per pair");
+        let matrix = cx.literal(matrix);
+        // Contract the output positions of `dim`; the input positions come out last.
+        let dims = ttpu_ir::DotDims {
+            lhs_batch: smallvec::SmallVec::new(),
+            rhs_batch: smallvec::SmallVec::new(),
+            lhs_contracting: [dim as i64].into_iter().collect(),
+            rhs_contracting: [0].into_iter().collect(),
+        };
+        let built = cx.b.dot_general(value, matrix, dims);
+        value = cx.ok(built)?;
+        if dim != 3 {
+            value = cx.transpose(value, &[0, 1, 3, 2])?;
+        }
+    }
+    Ok(Imported::Tensor(cx.convert(value, dtype)?))
 }
