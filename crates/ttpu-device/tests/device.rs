@@ -402,6 +402,9 @@ fn fill_values_that_do_not_fit_their_type_are_refused_as_pytorch_does() {
         (Value::Int(-129), DType::I8, "int8_t"),
         (Value::Int(1 << 31), DType::I32, "int"),
         (Value::Float(1e39), DType::F32, "float"),
+        // Complex fills check the real value against their op math, `complex<float>`.
+        (Value::Float(1e39), DType::C64, "c10::complex<float>"),
+        (Value::Float(1e39), DType::C32, "c10::complex<float>"),
     ];
     for (value, dtype, name) in refused {
         let error = fill(value.clone(), dtype).unwrap_err();
@@ -420,6 +423,8 @@ fn fill_values_that_do_not_fit_their_type_are_refused_as_pytorch_does() {
         (Value::Float(f64::INFINITY), DType::F16),
         (Value::Float(f64::NAN), DType::BF16),
         (Value::Bool(true), DType::I8),
+        (Value::Float(1e5), DType::C32),
+        (Value::Float(f64::INFINITY), DType::C128),
     ] {
         assert!(fill(value.clone(), dtype).is_ok(), "{value:?} as {dtype}");
     }
@@ -432,6 +437,15 @@ fn fill_values_that_do_not_fit_their_type_are_refused_as_pytorch_does() {
     assert_eq!(
         error.to_string(),
         "aten.masked_fill.Scalar: value cannot be converted to type c10::Half without overflow"
+    );
+    // ... as does a complex32's: its parts are halves.
+    let z = backend.upload(0, &HostTensor { dtype: DType::C32, dims: vec![1], data: vec![0, 0, 0, 0] }).unwrap();
+    let mask = backend.upload(0, &HostTensor { dtype: DType::Bool, dims: vec![1], data: vec![1] }).unwrap();
+    let args = [Value::Tensor(z), Value::Tensor(mask), Value::Float(70000.0)];
+    let error = backend.dispatch(masked_fill, &args, &[], None).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "aten.masked_fill.Scalar: value cannot be converted to type c10::complex<c10::Half> without overflow"
     );
 }
 

@@ -272,7 +272,9 @@ impl Tensor {
             .check(&mesh.mesh, &self.node.ty, "the tensor")
             .map_err(|error| Error::Mesh { message: error.message })?;
         let host = self.to_host()?;
-        let whole = HostTensor { dtype: self.dtype(), shape: self.dims(), data: host.data };
+        // The host form (`complex32` narrowed from its `c64` buffer), which the upload widens back.
+        let data = ttpu_runtime::host_bytes(self.dtype(), host.data);
+        let whole = HostTensor { dtype: self.dtype(), shape: self.dims(), data };
         let shards = ttpu_runtime::shard::split(&whole, sharding, &mesh.mesh)?;
         let buffers = shards
             .iter()

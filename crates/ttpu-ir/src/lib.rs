@@ -41,7 +41,7 @@ pub use graph::{Graph, Loc, Node, NodeId, ValueData, ValueDef, ValueId};
 pub use id::{EntityId, IdVec};
 pub use infer::{InferError, MAX_LOOP_NESTING, infer};
 pub use kernel::{Kernel, KernelBody};
-pub use literal::{Literal, LiteralSizeError, Scalar};
+pub use literal::{Literal, LiteralSizeError, Scalar, c64_as_complex32_bytes, complex32_as_c64_bytes};
 pub use op::{
     BinaryOp, Collective, CompareDirection, ConvDims, DotDims, FftType, GatherDims, Op, ReduceKind, RngAlgorithm,
     ScatterDims, ScatterKind, UnaryOp, WhileLoop, Window,

@@ -107,6 +107,22 @@ impl Scalar {
     }
 }
 
+/// The bytes of `complex32` elements (pairs of little-endian halves) as `complex64` elements
+/// holding the same values (each half widened exactly to f32): how programs and devices hold
+/// `complex32`, which StableHLO and PJRT have no type for.
+pub fn complex32_as_c64_bytes(halves: &[u8]) -> Vec<u8> {
+    halves.chunks_exact(2).flat_map(|half| f16::from_le_bytes([half[0], half[1]]).to_f32().to_le_bytes()).collect()
+}
+
+/// The inverse of [`complex32_as_c64_bytes`]: `complex64` elements whose parts are halves, as
+/// `complex32` bytes (each part rounded to half, exact for such values).
+pub fn c64_as_complex32_bytes(parts: &[u8]) -> Vec<u8> {
+    parts
+        .chunks_exact(4)
+        .flat_map(|part| f16::from_f32(f32::from_le_bytes([part[0], part[1], part[2], part[3]])).to_le_bytes())
+        .collect()
+}
+
 /// `value` rounded to f32 with round-to-odd: truncated toward zero, with the last mantissa bit
 /// set when anything was cut off. Rounding that result once more to a format of at most 22
 /// mantissa bits (f16, bf16) gives the correctly rounded value, which two nearest-even roundings

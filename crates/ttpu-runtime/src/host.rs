@@ -192,28 +192,19 @@ pub fn element_type(dtype: DType) -> ElementType {
 /// The device form of host data of `dtype`: `complex32` parts widened to f32 (exactly), every
 /// other dtype as it is.
 pub fn device_bytes(dtype: DType, data: &[u8]) -> std::borrow::Cow<'_, [u8]> {
-    if dtype != DType::C32 {
-        return std::borrow::Cow::Borrowed(data);
+    match dtype {
+        DType::C32 => std::borrow::Cow::Owned(ttpu_ir::complex32_as_c64_bytes(data)),
+        _ => std::borrow::Cow::Borrowed(data),
     }
-    std::borrow::Cow::Owned(
-        data.chunks_exact(2)
-            .flat_map(|half| (ttpu_ir::Scalar::from_bytes(DType::F16, half).as_f64() as f32).to_le_bytes())
-            .collect(),
-    )
 }
 
 /// The host form of a device buffer's data that holds a value of `dtype`: `complex32` from its
 /// `c64` buffer (whose parts are halves, so the narrowing is exact), every other dtype as it is.
 pub fn host_bytes(dtype: DType, data: Vec<u8>) -> Vec<u8> {
-    if dtype != DType::C32 {
-        return data;
+    match dtype {
+        DType::C32 => ttpu_ir::c64_as_complex32_bytes(&data),
+        _ => data,
     }
-    let mut out = Vec::with_capacity(data.len() / 2);
-    for part in data.chunks_exact(4) {
-        ttpu_ir::Scalar::Float(f64::from(f32::from_le_bytes([part[0], part[1], part[2], part[3]])))
-            .to_bytes(DType::F16, &mut out);
-    }
-    out
 }
 
 /// The IR dtype of a PJRT element type; `None` for those the IR has no dtype for.

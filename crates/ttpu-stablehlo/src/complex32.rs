@@ -12,11 +12,12 @@
 //! module sees the wider type). Bitcasts of complex values are refused by the IR itself.
 
 use melior::Context;
-use melior::ir::{Block, BlockLike, Location, Value};
+use melior::ir::{Block, Location, Value};
 use ttpu_ir::{Collective, DType, Literal, Op, ScatterKind, TensorType};
 
 use crate::Error;
-use crate::ops::{self, internal};
+use crate::lower::append;
+use crate::ops;
 use crate::types::tensor_type;
 
 /// Whether a node of `op` with a `c32` result computes new values, which must be rounded.
@@ -109,16 +110,6 @@ pub(crate) fn widen<'c, 'a>(
 
 /// A `c32` literal as the `c64` literal of the same values (each half widened exactly).
 pub(crate) fn widen_literal(literal: &Literal) -> Result<Literal, Error> {
-    let bytes: Vec<u8> = literal
-        .bytes()
-        .chunks_exact(2)
-        .flat_map(|half| (ttpu_ir::Scalar::from_bytes(DType::F16, half).as_f64() as f32).to_le_bytes())
-        .collect();
-    Literal::from_bytes(DType::C64, literal.dims(), bytes)
+    Literal::from_bytes(DType::C64, literal.dims(), ttpu_ir::complex32_as_c64_bytes(literal.bytes()))
         .map_err(|error| Error::Internal { message: format!("widening a complex32 constant: {error:?}") })
-}
-
-fn append<'c, 'a>(block: &'a Block<'c>, operation: melior::ir::Operation<'c>) -> Result<Value<'c, 'a>, Error> {
-    let defined = block.append_operation(operation);
-    defined.result(0).map(Into::into).map_err(|error| internal("reading an op result", error))
 }

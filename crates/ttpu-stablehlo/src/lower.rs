@@ -643,7 +643,7 @@ impl<'c, 'a> RuntimeSizes<'c, 'a> {
 }
 
 /// Appends `operation` and returns its first result.
-fn append<'c, 'a>(block: &'a Block<'c>, operation: Operation<'c>) -> Result<Value<'c, 'a>, Error> {
+pub(crate) fn append<'c, 'a>(block: &'a Block<'c>, operation: Operation<'c>) -> Result<Value<'c, 'a>, Error> {
     let defined = block.append_operation(operation);
     defined.result(0).map(Into::into).map_err(|error| internal("reading an op result", error))
 }

@@ -50,3 +50,15 @@ fn meshes_that_do_not_fit_are_refused() {
     device.set_mesh(Mesh::one_d(4).unwrap(), vec![0, 1, 2, 3]).unwrap();
     assert!(x.sharded(&Sharding { dims: vec![vec!["devices".into()], vec![]] }).is_err(), "3 rows over 4 devices");
 }
+
+#[test]
+fn a_complex32_value_splits_over_the_mesh_intact() {
+    // complex32 lives in c64 buffers; splitting it goes through its 4-byte host form.
+    let device = four_devices();
+    device.set_mesh(Mesh::one_d(4).unwrap(), vec![0, 1, 2, 3]).unwrap();
+    let halves: Vec<u8> = (0..8u16).flat_map(|i| half::f16::from_f32(f32::from(i) - 2.5).to_le_bytes()).collect();
+    let whole = Tensor::from_bytes(&device, ttpu_ir::DType::C32, &halves, &[4]).unwrap();
+    let split = whole.sharded(&Sharding { dims: vec![vec!["devices".into()]] }).unwrap();
+    let host = split.to_host().unwrap();
+    assert_eq!(ttpu_runtime::host_bytes(ttpu_ir::DType::C32, host.data), halves);
+}
