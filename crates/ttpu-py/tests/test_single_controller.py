@@ -95,9 +95,8 @@ same(td.all_reduce(dev, op="min", groups=[[0, 2], [1, 3]]),
      [torch.minimum(want[0], want[2]), torch.minimum(want[1], want[3])] * 2, exact=True)
 same(td.all_reduce(dev, op="product", groups=[[0, 1], [2, 3]]),
      [want[0] * want[1]] * 2 + [want[2] * want[3]] * 2)
-ints = [torch.tensor([7, -7, 3]) * (i + 1) for i in range(4)]
-same(td.all_reduce([t.to(f"ttpu:{i}") for i, t in enumerate(ints)], op="avg"),
-     [torch.div(sum(ints), 4, rounding_mode="floor")] * 4, exact=True)
+ints = [(torch.tensor([7, -7, 3]) * (i + 1)).to(f"ttpu:{i}") for i in range(4)]
+same(td.all_reduce(ints, op="max"), [torch.tensor([28, -7, 12])] * 4, exact=True)
 same(td.all_gather(dev, dim=-1), [torch.cat(want, 1)] * 4, exact=True)
 same(td.all_gather(dev, groups=[[1, 0], [3, 2]]),
      [torch.cat([want[1], want[0]])] * 2 + [torch.cat([want[3], want[2]])] * 2, exact=True)
@@ -124,6 +123,7 @@ errors = [
     (lambda: td.all_gather(dev, dim=2), IndexError, "dim 2 is out of range for tensors of 2 dims"),
     (lambda: td.permute(dev, [(0, 1), (2, 1)]), ValueError, "distinct targets"),
     (lambda: td.all_reduce([]), ValueError, "needs at least one tensor"),
+    (lambda: td.all_reduce(ints, op="avg"), RuntimeError, "ReduceOp.AVG of torch.int64 tensors; averages need a floating dtype"),
 ]
 for call, kind, message in errors:
     try:
@@ -137,7 +137,7 @@ print("ok")
 
 
 def test_collectives_across_this_process_devices_match_the_cpu():
-    # One program per collective over 4 CPU devices: sums, averages (floor for integers), max,
+    # One program per collective over 4 CPU devices: sums, averages (refused for integers), max,
     # min and products over groups, gathers, reduce-scatter, all-to-all and permutes, computed
     # on the device and checked against the CPU; none moves data through the host.
     env = dict(os.environ, TTPU_DEVICES="4")

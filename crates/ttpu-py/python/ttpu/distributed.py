@@ -32,7 +32,7 @@ import torch
 
 from . import _ttpu
 from ._device import TtpuTensor
-from ._distributed import fused_collectives, set_debug
+from ._distributed import _finish_reduce, fused_collectives, set_debug
 
 __all__ = [
     "Mesh",
@@ -240,13 +240,6 @@ def _reduction(op: str, name: str) -> str:
     return op
 
 
-def _averaged(results: list[torch.Tensor], size: int, dtype: torch.dtype) -> list[torch.Tensor]:
-    # AVG is SUM and a divide, as PyTorch's backends compute it; integers divide as they floor.
-    if dtype.is_floating_point or dtype.is_complex:
-        return [result / size for result in results]
-    return [torch.div(result, size, rounding_mode="floor") for result in results]
-
-
 def all_reduce(tensors, op: str = "sum", groups=None) -> list[torch.Tensor]:
     """The elementwise ``op`` (``sum``, ``avg``, ``product``, ``max``, ``min``) of each group's
     tensors, for every member: one tensor per device in, one per device out. ``groups`` splits
@@ -254,7 +247,8 @@ def all_reduce(tensors, op: str = "sum", groups=None) -> list[torch.Tensor]:
     reduce = _reduction(op, "all_reduce")
     results = _run("all_reduce", tensors, "all_reduce", groups, reduce="sum" if reduce == "avg" else reduce)
     if reduce == "avg":
-        results = _averaged(results, _group_size(groups, len(results)), results[0].dtype)
+        size = _group_size(groups, len(results))
+        results = [_finish_reduce("avg", result, size) for result in results]
     return results
 
 
@@ -275,7 +269,7 @@ def reduce_scatter(tensors, op: str = "sum", dim: int = 0, groups=None) -> list[
     results = _run("reduce_scatter", tensors, "reduce_scatter", groups,
                    reduce="sum" if reduce == "avg" else reduce, dimension=dim)
     if reduce == "avg":
-        results = _averaged(results, size, results[0].dtype)
+        results = [_finish_reduce("avg", result, size) for result in results]
     return results
 
 
